@@ -1,0 +1,89 @@
+"""Attention pooling as a lookup: the hard (one key wins) and soft (every key gets a weight) kinds.
+
+A Python ``dict`` returns the value whose key *equals* the query. Attention generalises this:
+score the query against every key, turn the scores into weights, and return the weighted
+average of the values. ``hard_lookup`` keeps only the best-scoring key; ``soft_lookup`` uses
+``softmax(score / temperature)``, which tends to the hard lookup as the temperature goes to 0
+and to plain averaging as it grows.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .masking import make_mask, masked_softmax
+
+SCORES = ("neg_sq_dist", "dot")
+
+
+def lookup_scores(queries: torch.Tensor, keys: torch.Tensor, score: str = "neg_sq_dist") -> torch.Tensor:
+    """Similarity of every query with every key.
+
+    ``queries`` (..., Q, d) and ``keys`` (..., K, d) give scores (..., Q, K): the dot product
+    ``q . k`` for ``score="dot"``, or ``-||q - k||^2`` for ``score="neg_sq_dist"`` (the closest
+    key scores highest).
+    """
+    if score not in SCORES:
+        raise ValueError(f"score must be one of {SCORES}, got {score!r}")
+    if queries.dim() < 2 or keys.dim() < 2:
+        raise ValueError(
+            f"queries and keys need shape (..., n, d); got queries {tuple(queries.shape)} and keys "
+            f"{tuple(keys.shape)}"
+        )
+    if queries.shape[-1] != keys.shape[-1]:
+        raise ValueError(
+            f"queries and keys must have the same feature size d; got queries {tuple(queries.shape)} "
+            f"(d={queries.shape[-1]}) and keys {tuple(keys.shape)} (d={keys.shape[-1]})"
+        )
+    dots = queries @ keys.transpose(-2, -1)  # (..., Q, K)
+    if score == "dot":
+        return dots
+    # ||q - k||^2 = ||q||^2 - 2 q.k + ||k||^2, computed without forming all (Q, K, d) differences
+    q_sq = (queries * queries).sum(-1, keepdim=True)  # (..., Q, 1)
+    k_sq = (keys * keys).sum(-1).unsqueeze(-2)  # (..., 1, K)
+    return -(q_sq - 2 * dots + k_sq).clamp_min(0)
+
+
+def _check_values(keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    scalar = values.dim() == keys.dim() - 1
+    if scalar:
+        values = values.unsqueeze(-1)  # (..., K) -> (..., K, 1)
+    if values.shape[:-1] != keys.shape[:-1]:
+        raise ValueError(
+            f"values must pair one-to-one with keys: keys {tuple(keys.shape)} need values of shape "
+            f"{tuple(keys.shape[:-1])} or {tuple(keys.shape[:-1])} + (v,), got {tuple(values.shape)}"
+        )
+    return values, scalar
+
+
+def soft_lookup(queries, keys, values, temperature: float = 1.0, score: str = "neg_sq_dist", valid_lens=None):
+    """Soft lookup: ``softmax(score(q, k) / temperature)``-weighted average of the values.
+
+    Returns ``(output, weights)`` with weights (..., Q, K) and output (..., Q, v), or (..., Q)
+    when ``values`` are scalars (..., K). ``valid_lens`` masks keys as in ``masked_softmax``.
+    """
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature!r}")
+    values, scalar = _check_values(keys, values)
+    weights = masked_softmax(lookup_scores(queries, keys, score) / temperature, valid_lens)
+    output = weights @ values  # (..., Q, K) @ (..., K, v) -> (..., Q, v)
+    return (output.squeeze(-1) if scalar else output), weights
+
+
+def hard_lookup(queries, keys, values, score: str = "neg_sq_dist", valid_lens=None):
+    """Hard lookup: the value of the best-scoring visible key (ties go to the first).
+
+    Returns ``(output, weights)`` like ``soft_lookup``, the weights being one-hot. A query with no
+    visible key gets all-zero weights and a zero output.
+    """
+    values, scalar = _check_values(keys, values)
+    scores = lookup_scores(queries, keys, score)
+    mask = make_mask(scores, valid_lens)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    best = scores.argmax(dim=-1, keepdim=True)  # (..., Q, 1)
+    weights = torch.zeros_like(scores).scatter_(-1, best, 1.0)
+    if mask is not None:
+        weights = weights * mask.expand_as(weights).any(dim=-1, keepdim=True)
+    output = weights @ values
+    return (output.squeeze(-1) if scalar else output), weights

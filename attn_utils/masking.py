@@ -1,0 +1,131 @@
+"""Masks and the masked softmax at the heart of every attention layer.
+
+A mask says which keys a query may look at. It can be given two ways, both accepted wherever
+the course takes ``valid_lens``:
+
+* **valid lengths** (d2l's convention): an integer tensor; the first ``valid_len`` keys are real
+  and the rest are padding. Shape ``(batch,)`` (one length per sequence, used by every query) or
+  ``(batch, queries)`` (one length per query), or exactly ``X.shape[:-1]``.
+* **a boolean mask** broadcastable to the scores, ``True`` where a query may attend.
+
+Unlike d2l's version (which fills masked scores with -1e6 and so spreads a fully masked row
+uniformly over padding), a row with no visible key gets weights that are exactly zero.
+Nothing here produces NaN: not fully masked rows, not -inf scores, not float16.
+"""
+
+from __future__ import annotations
+
+import torch
+
+_LOW_PRECISION = (torch.float16, torch.bfloat16)
+_INTEGER_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+
+
+def _describe(t) -> str:
+    if isinstance(t, torch.Tensor):
+        return f"a {t.dtype} tensor of shape {tuple(t.shape)}"
+    return f"{type(t).__name__} {t!r}"
+
+
+def lengths_to_mask(valid_lens: torch.Tensor, num_keys: int) -> torch.Tensor:
+    """Boolean mask ``(*valid_lens.shape, num_keys)``: True for the first ``valid_len`` positions."""
+    positions = torch.arange(num_keys, device=valid_lens.device)
+    return positions < valid_lens.unsqueeze(-1)
+
+
+def _lengths_as_row_shape(valid_lens: torch.Tensor, score_shape: torch.Size) -> torch.Tensor:
+    """Reshape valid lengths so they broadcast against the rows ``score_shape[:-1]`` of the scores."""
+    rows = score_shape[:-1]
+    if valid_lens.shape == rows:
+        return valid_lens
+    batch = score_shape[0]
+    if valid_lens.dim() == 1 and valid_lens.shape[0] == batch:
+        # (batch,) -> (batch, 1, ..., 1): every query (and head) of a sequence shares its length
+        return valid_lens.reshape(batch, *([1] * (len(rows) - 1)))
+    if len(score_shape) >= 4 and valid_lens.dim() == 2 and valid_lens.shape == (batch, score_shape[-2]):
+        # (batch, queries) with scores (batch, heads..., queries, keys): shared across heads
+        return valid_lens.reshape(batch, *([1] * (len(rows) - 2)), score_shape[-2])
+    expected = f"({batch},) or {tuple(rows)}"
+    if len(score_shape) >= 4:
+        expected += f" or ({batch}, {score_shape[-2]})"
+    raise ValueError(
+        f"valid_lens has shape {tuple(valid_lens.shape)}, which does not fit scores of shape "
+        f"{tuple(score_shape)}: expected {expected}"
+    )
+
+
+def make_mask(scores: torch.Tensor, valid_lens: torch.Tensor | None) -> torch.Tensor | None:
+    """Turn ``valid_lens`` (lengths or a boolean mask) into a boolean mask broadcastable to ``scores``.
+
+    Returns ``None`` when nothing is masked. Raises ``ValueError`` naming both shapes when the
+    lengths or mask cannot apply to ``scores``.
+    """
+    if valid_lens is None:
+        return None
+    if not isinstance(valid_lens, torch.Tensor):
+        valid_lens = torch.as_tensor(valid_lens)
+    valid_lens = valid_lens.to(scores.device)
+    if valid_lens.dtype == torch.bool:
+        try:
+            torch.broadcast_shapes(valid_lens.shape, scores.shape)
+        except RuntimeError:
+            raise ValueError(
+                f"boolean mask of shape {tuple(valid_lens.shape)} does not broadcast to scores of "
+                f"shape {tuple(scores.shape)}"
+            ) from None
+        return valid_lens
+    if valid_lens.is_floating_point():
+        if not torch.equal(valid_lens, valid_lens.round()):
+            raise ValueError(f"valid_lens must hold whole numbers, got {valid_lens.tolist()}")
+    elif valid_lens.dtype not in _INTEGER_DTYPES:
+        raise ValueError(f"valid_lens must be an integer or boolean tensor, got {_describe(valid_lens)}")
+    if scores.dim() < 2:
+        raise ValueError(
+            f"scores must have at least 2 dimensions (queries..., keys) to apply valid_lens, got "
+            f"shape {tuple(scores.shape)}"
+        )
+    if valid_lens.numel() and bool((valid_lens < 0).any()):
+        raise ValueError(f"valid_lens must be >= 0, got {valid_lens.tolist()}")
+    lengths = _lengths_as_row_shape(valid_lens, scores.shape)
+    return lengths_to_mask(lengths, scores.shape[-1])
+
+
+def masked_softmax(X: torch.Tensor, valid_lens: torch.Tensor | None = None) -> torch.Tensor:
+    """Softmax over the last axis of ``X`` that gives masked keys exactly zero weight.
+
+    ``X`` holds scores, e.g. ``(batch, queries, keys)``. ``valid_lens`` is ``None``, valid lengths
+    of shape ``(batch,)`` or ``(batch, queries)`` (or ``X.shape[:-1]``), or a boolean mask that
+    broadcasts to ``X`` (``True`` = may attend). Rows whose keys are all masked (or all ``-inf``)
+    get all-zero weights, never NaN. float16/bfloat16 inputs are computed in float32 and returned
+    in their own dtype.
+    """
+    if not isinstance(X, torch.Tensor):
+        raise ValueError(f"masked_softmax expects a tensor of scores, got {_describe(X)}")
+    if not X.is_floating_point():
+        raise ValueError(f"masked_softmax expects floating-point scores, got {_describe(X)}")
+    if X.dim() == 0:
+        raise ValueError("masked_softmax expects scores with a keys axis, got a 0-d tensor")
+    mask = make_mask(X, valid_lens)
+    work = X.float() if X.dtype in _LOW_PRECISION else X
+    if mask is not None:
+        work = work.masked_fill(~mask, float("-inf"))
+    # Subtracting each row's max keeps exp() in range; rows with no finite score use 0 instead,
+    # so exp(-inf - 0) = 0 everywhere and the row sums to 0 rather than producing 0/0 = NaN.
+    row_max = work.amax(dim=-1, keepdim=True).detach()
+    row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))
+    exps = torch.exp(work - row_max)
+    totals = exps.sum(dim=-1, keepdim=True)
+    weights = exps / torch.where(totals > 0, totals, torch.ones_like(totals))
+    return weights.to(X.dtype)
+
+
+def sequence_mask(X: torch.Tensor, valid_len: torch.Tensor, value: float = 0.0) -> torch.Tensor:
+    """d2l's ``sequence_mask``: a copy of ``X`` (batch, steps, ...) with steps past ``valid_len`` set to ``value``."""
+    if valid_len.dim() != 1 or valid_len.shape[0] != X.shape[0]:
+        raise ValueError(
+            f"valid_len must have shape ({X.shape[0]},) to match X of shape {tuple(X.shape)}, got "
+            f"{tuple(valid_len.shape)}"
+        )
+    mask = lengths_to_mask(valid_len.to(X.device), X.shape[1])  # (batch, steps)
+    mask = mask.reshape(*mask.shape, *([1] * (X.dim() - 2)))
+    return X.masked_fill(~mask, value)

@@ -1,0 +1,53 @@
+"""Execute notebooks in place, top to bottom, and report how long each took.
+
+Notebooks are stored with their outputs; this is how those outputs are made. Widget state is
+saved into the notebook so the rendered book can show widgets without a kernel.
+
+    python -m tools.execute_notebooks                  # every chapter
+    python -m tools.execute_notebooks chapters/part1_intuition/01_attention_cues.ipynb
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+from tools.notebook_setup import ROOT, notebooks
+
+BUDGET_SECONDS = 180  # every chapter must run in 3 minutes on 2 CPU cores
+
+
+def execute(path: Path, timeout: int = 600) -> float:
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}},
+        store_widget_state=True,
+    )
+    start = time.perf_counter()
+    client.execute()
+    seconds = time.perf_counter() - start
+    nbformat.write(nb, path)
+    return seconds
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("paths", nargs="*", type=Path)
+    args = parser.parse_args(argv)
+    over = []
+    for path in [p.resolve() for p in args.paths] or notebooks():
+        seconds = execute(path)
+        flag = "" if seconds <= BUDGET_SECONDS else f"  (over the {BUDGET_SECONDS} s budget)"
+        print(f"{seconds:7.1f} s  {path.relative_to(ROOT)}{flag}", flush=True)
+        if seconds > BUDGET_SECONDS:
+            over.append(path)
+    return 1 if over else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""Keep every chapter's first code cell identical: the setup cell.
+
+The setup cell installs ``attn_utils`` from the repository when it cannot be imported (Colab),
+then seeds and picks the device. The repository URL lives in one place, ``_config.yml``
+(``repository.url``); this script writes the cell into every notebook from that.
+
+    python -m tools.notebook_setup --check   # exit 1 and list notebooks whose cell differs
+    python -m tools.notebook_setup --write   # rewrite the cell where it differs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = ROOT / "chapters"
+MARKER = "# Setup (the same in every chapter)"
+
+TEMPLATE = '''{marker}: install attn_utils where it is missing (e.g. on Colab),
+# then fix the random seeds and pick the device (CUDA, then Apple MPS, then CPU; set the
+# environment variable ATTN_UTILS_DEVICE to choose one yourself).
+import importlib.util
+import subprocess
+import sys
+
+if importlib.util.find_spec("attn_utils") is None:
+    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "git+{url}"])
+
+import attn_utils
+
+attn_utils.set_seed(0)
+device = attn_utils.get_device()
+print("attn_utils", attn_utils.__version__, "on", device)'''
+
+
+def repository_url(config: Path = ROOT / "_config.yml") -> str:
+    """The ``repository: url:`` entry of the book's configuration."""
+    text = config.read_text(encoding="utf-8")
+    match = re.search(r"^repository:\s*\n(?:[ \t]+.*\n)*?[ \t]+url:\s*(\S+)", text, re.MULTILINE)
+    if not match:
+        raise ValueError(f"{config.name} has no 'repository: url:' entry")
+    return match.group(1).strip("'\"")
+
+
+def setup_cell_source() -> str:
+    return TEMPLATE.format(marker=MARKER, url=repository_url())
+
+
+def notebooks() -> list[Path]:
+    return sorted(p for p in CHAPTERS.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+
+
+def first_code_cell(nb: dict) -> dict | None:
+    return next((c for c in nb["cells"] if c["cell_type"] == "code"), None)
+
+
+def _source(cell: dict) -> str:
+    src = cell["source"]
+    return "".join(src) if isinstance(src, list) else src
+
+
+def check(paths: list[Path]) -> list[Path]:
+    expected = setup_cell_source()
+    bad = []
+    for path in paths:
+        cell = first_code_cell(json.loads(path.read_text(encoding="utf-8")))
+        if cell is None or _source(cell) != expected:
+            bad.append(path)
+    return bad
+
+
+def write(paths: list[Path]) -> list[Path]:
+    expected = setup_cell_source()
+    changed = []
+    for path in paths:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        cell = first_code_cell(nb)
+        if cell is not None and _source(cell) == expected:
+            continue
+        if cell is not None and _source(cell).startswith(MARKER):
+            cell["source"] = expected
+        else:  # no setup cell yet: insert one after the title cell
+            new = {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": expected}
+            nb["cells"].insert(1 if nb["cells"] and nb["cells"][0]["cell_type"] == "markdown" else 0, new)
+        path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        changed.append(path)
+    return changed
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--check", action="store_true")
+    group.add_argument("--write", action="store_true")
+    parser.add_argument("paths", nargs="*", type=Path)
+    args = parser.parse_args(argv)
+    paths = args.paths or notebooks()
+    if args.check:
+        bad = check(paths)
+        for path in bad:
+            print(f"{path.relative_to(ROOT)}: first code cell is not the setup cell (run: python -m tools.notebook_setup --write)")
+        return 1 if bad else 0
+    for path in write(paths):
+        print(f"updated {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
