@@ -106,17 +106,14 @@ def masked_softmax(X: torch.Tensor, valid_lens: torch.Tensor | None = None) -> t
     if X.dim() == 0:
         raise ValueError("masked_softmax expects scores with a keys axis, got a 0-d tensor")
     mask = make_mask(X, valid_lens)
-    work = X.float() if X.dtype in _LOW_PRECISION else X
-    if mask is not None:
-        work = work.masked_fill(~mask, float("-inf"))
-    # Subtracting each row's max keeps exp() in range; rows with no finite score use 0 instead,
-    # so exp(-inf - 0) = 0 everywhere and the row sums to 0 rather than producing 0/0 = NaN.
-    row_max = work.amax(dim=-1, keepdim=True).detach()
-    row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))
-    exps = torch.exp(work - row_max)
-    totals = exps.sum(dim=-1, keepdim=True)
-    weights = exps / torch.where(totals > 0, totals, torch.ones_like(totals))
-    return weights.to(X.dtype)
+    # Scores of -inf count as masked too, so a row of -inf gives zeros rather than 0/0 = NaN.
+    visible = X != float("-inf")
+    visible = visible if mask is None else visible & mask
+    # Masked scores are filled with the most negative finite number rather than -inf: a fully
+    # masked row then has a finite (uniform) softmax, with finite gradients, before it is zeroed.
+    filled = X.masked_fill(~visible, torch.finfo(X.dtype).min)
+    weights = torch.softmax(filled, dim=-1, dtype=torch.float32 if X.dtype in _LOW_PRECISION else None)
+    return weights.masked_fill(~visible, 0.0).to(X.dtype)
 
 
 def sequence_mask(X: torch.Tensor, valid_len: torch.Tensor, value: float = 0.0) -> torch.Tensor:
