@@ -51,7 +51,9 @@ def draw_lookup(query, keys, values, temperature=1.0, score="neg_sq_dist", key_l
     pad = 0.15 * max(np.ptp(pts[:, 0]), np.ptp(pts[:, 1]), 1.0)
     ax_plane.set_xlim(pts[:, 0].min() - pad, pts[:, 0].max() + 3 * pad)
     ax_plane.set_ylim(pts[:, 1].min() - pad, pts[:, 1].max() + 2 * pad)
-    ax_plane.set_aspect("equal", adjustable="datalim")
+    # "box", not "datalim": the limits above are both fixed, so matplotlib would ignore one of them
+    # (logging "Ignoring fixed y limits ...") and could clip keys near the edge.
+    ax_plane.set_aspect("equal", adjustable="box")
     ax_bars.bar(range(len(w)), w, color=plt.get_cmap("Reds")(0.25 + 0.75 * w), edgecolor="black")
     ax_bars.set_xticks(range(len(w)), labels, rotation=45, ha="right", fontsize=8)
     ax_bars.set_ylim(0, 1)

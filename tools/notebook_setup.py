@@ -84,7 +84,8 @@ def write(paths: list[Path]) -> list[Path]:
         if cell is not None and _source(cell).startswith(MARKER):
             cell["source"] = expected
         else:  # no setup cell yet: insert one after the title cell
-            new = {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": expected}
+            new = {"cell_type": "code", "execution_count": None, "id": "setup", "metadata": {}, "outputs": [],
+                   "source": expected}
             nb["cells"].insert(1 if nb["cells"] and nb["cells"][0]["cell_type"] == "markdown" else 0, new)
         path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         changed.append(path)
@@ -98,7 +99,7 @@ def main(argv=None) -> int:
     group.add_argument("--write", action="store_true")
     parser.add_argument("paths", nargs="*", type=Path)
     args = parser.parse_args(argv)
-    paths = args.paths or notebooks()
+    paths = [p.resolve() for p in args.paths] or notebooks()
     if args.check:
         bad = check(paths)
         for path in bad:
