@@ -1,0 +1,180 @@
+"""One entry point for the translation chapters: ``load_translation_data``.
+
+It returns a ``TranslationData``: the corpus, a held-out split by English string, vocabularies
+built on the training pairs only, fixed-length arrays as d2l makes them, and DataLoaders whose
+batches hold sources of equal length. Sources:
+
+* ``"tatoeba"``: the real English–French pairs (``tatoeba.py`` says where they come from);
+* ``"grammar"``, ``"dates"``: the bundled generated corpora, with gold alignments;
+* ``"auto"`` (default): Tatoeba when it can be had, else the grammar corpus, announced in one line.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import torch
+
+from .batching import BucketBatchSampler, build_array
+from .bundled import BUNDLED, load_bundled
+from .dates import tokenize_date
+from .splits import Split, split_by_source
+from .tatoeba import DATA_ENV_VAR, TatoebaUnavailable, load_tatoeba
+from .text import ParallelCorpus, preprocess, tokenize
+from .vocab import RESERVED_TOKENS, Vocab
+
+SOURCES = ("auto", "tatoeba", "grammar", "dates")
+SPLITS = ("train", "val", "test")
+TATOEBA_EVAL_SIZE, TATOEBA_MAX_EVAL_LEN = 1000, 8
+
+
+@dataclass
+class TranslationData:
+    """A corpus split three ways, with vocabularies, arrays and batches.
+
+    ``train``, ``val``, ``test`` are ``ParallelCorpus`` objects (token lists, and alignments for
+    the bundled corpora). ``arrays(split)`` gives d2l's four tensors ``(src, dec_input,
+    src_valid_len, label)``; ``dataloader(split, batch_size)`` batches them.
+    """
+
+    source: str
+    corpus: ParallelCorpus
+    split: Split
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+    num_steps: int
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def pairs(self, split: str) -> ParallelCorpus:
+        """The pairs of ``split`` (``'train'``, ``'val'`` or ``'test'``)."""
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        if ("pairs", split) not in self._cache:
+            self._cache["pairs", split] = self.corpus.subset(getattr(self.split, split), name=f"{self.source}/{split}")
+        return self._cache["pairs", split]
+
+    @property
+    def train(self) -> ParallelCorpus:
+        return self.pairs("train")
+
+    @property
+    def val(self) -> ParallelCorpus:
+        return self.pairs("val")
+
+    @property
+    def test(self) -> ParallelCorpus:
+        return self.pairs("test")
+
+    def sizes(self) -> dict[str, int]:
+        """Number of pairs in each split."""
+        return self.split.sizes()
+
+    def tokenize(self, sentence: str) -> list[str]:
+        """Tokens of a sentence typed by hand, preprocessed the way this corpus was."""
+        return tokenize_date(sentence) if self.source == "dates" else tokenize(preprocess(sentence))
+
+    def build(self, src_sentences, tgt_sentences=None):
+        """d2l's ``build``: arrays for new sentences (strings or token lists) with this data's vocabularies.
+
+        Returns ``(src, dec_input, src_valid_len, label)``; without ``tgt_sentences`` the targets
+        are empty (``dec_input`` is then ``<bos>`` followed by ``<eos>`` and padding).
+        """
+        src = [s if isinstance(s, (list, tuple)) else self.tokenize(s) for s in src_sentences]
+        tgt = [[] for _ in src] if tgt_sentences is None else [
+            t if isinstance(t, (list, tuple)) else self.tokenize(t) for t in tgt_sentences]
+        if len(src) != len(tgt):
+            raise ValueError(f"expected as many target sentences as sources, got {len(tgt)} and {len(src)}")
+        return self._build(src, tgt)
+
+    def _build(self, src, tgt):
+        src_array, src_valid_len = build_array(src, self.src_vocab, self.num_steps)
+        tgt_array, _ = build_array(tgt, self.tgt_vocab, self.num_steps, is_tgt=True)
+        return src_array, tgt_array[:, :-1], src_valid_len, tgt_array[:, 1:]
+
+    def arrays(self, split: str):
+        """``(src, dec_input, src_valid_len, label)`` for every pair of ``split`` (computed once)."""
+        if ("arrays", split) not in self._cache:
+            pairs = self.pairs(split)
+            self._cache["arrays", split] = self._build(pairs.src, pairs.tgt)
+        return self._cache["arrays", split]
+
+    def dataloader(self, split: str = "train", batch_size: int = 128, shuffle: bool | None = None,
+                   seed: int = 0, bucket: bool = True) -> torch.utils.data.DataLoader:
+        """Batches ``(src, dec_input, src_valid_len, label)`` of ``split``.
+
+        ``bucket=True`` groups sources of equal length (``BucketBatchSampler``); ``shuffle``
+        defaults to True for training only; ``seed`` fixes the order of every epoch.
+        """
+        dataset = torch.utils.data.TensorDataset(*self.arrays(split))
+        shuffle = split == "train" if shuffle is None else shuffle
+        if bucket:
+            sampler = BucketBatchSampler(self.arrays(split)[2], batch_size, seed=seed, shuffle=shuffle)
+            return torch.utils.data.DataLoader(dataset, batch_sampler=sampler)
+        generator = torch.Generator().manual_seed(seed)
+        return torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, generator=generator)
+
+    def __repr__(self) -> str:
+        return f"TranslationData({self.summary()})"
+
+    def summary(self) -> str:
+        """One line: source, split sizes, vocabulary sizes, num_steps."""
+        sizes = ", ".join(f"{k} {v:,}" for k, v in self.sizes().items())
+        return (f"{self.source}: {sizes} pairs; vocabularies {len(self.src_vocab):,} (source) and "
+                f"{len(self.tgt_vocab):,} (target) tokens; num_steps {self.num_steps}")
+
+
+def _load_corpus(source: str, data_path, cache_dir, num_examples, verbose: bool) -> tuple[str, ParallelCorpus]:
+    if source not in SOURCES:
+        raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
+    if source in BUNDLED:
+        return source, load_bundled(source, num_examples)
+    try:
+        return "tatoeba", load_tatoeba(data_path, cache_dir, verbose=verbose)
+    except TatoebaUnavailable as err:
+        if source == "tatoeba":
+            raise
+        if verbose:  # one line: why, and how to get Tatoeba instead
+            print(f"Tatoeba pairs unavailable ({err.__cause__ or err}); using the bundled English-French "
+                  f"grammar corpus instead (set {DATA_ENV_VAR} or pass data_path=... to use Tatoeba).")
+        return "grammar", load_bundled("grammar", num_examples)
+
+
+def load_translation_data(source: str = "auto", *, data_path: str | os.PathLike | None = None,
+                          num_steps: int | None = None, min_freq: int = 2, num_train: int | None = None,
+                          num_val: int | None = None, num_test: int | None = None,
+                          max_eval_len: int | None | str = "auto", seed: int = 0, num_examples: int | None = None,
+                          cache_dir: str | os.PathLike | None = None, verbose: bool = True) -> TranslationData:
+    """Load a translation corpus, split it and build vocabularies (see the module docstring).
+
+    * ``data_path``: a local copy of the Tatoeba pairs (else ``ATTN_UTILS_DATA``, else the cache
+      and a download).
+    * Splits (by English string, sampled with ``seed``): Tatoeba defaults to 1,000 validation and
+      1,000 test pairs whose English has at most 8 tokens (``max_eval_len='auto'``) (punctuation counts;
+      ``<eos>`` does not); the bundled corpora to 10% each, of any length (``max_eval_len=None``).
+      ``num_train`` samples that many of the remaining pairs (default: all of them).
+    * Vocabularies are built on the training pairs only, keeping tokens seen ``min_freq`` times,
+      with ``<pad>`` = 0, ``<bos>`` = 1, ``<eos>`` = 2, ``<unk>`` = 3.
+    * ``num_steps``: length of the padded arrays (sentences with ``<eos>`` are truncated to it);
+      default: the longest sentence of the corpus plus ``<eos>``, so nothing is truncated.
+    * ``num_examples``: size of a bundled corpus (default: the committed snapshot's).
+    """
+    source, corpus = _load_corpus(source, data_path, cache_dir, num_examples, verbose)
+    tatoeba = source == "tatoeba"
+    if num_val is None:
+        num_val = TATOEBA_EVAL_SIZE if tatoeba else len(corpus) // 10
+    if num_test is None:
+        num_test = TATOEBA_EVAL_SIZE if tatoeba else len(corpus) // 10
+    if max_eval_len == "auto":
+        max_eval_len = TATOEBA_MAX_EVAL_LEN if tatoeba else None
+    split = split_by_source(corpus, num_val, num_test, num_train, max_eval_len, seed)
+    train_src = [corpus.src[i] for i in split.train]
+    train_tgt = [corpus.tgt[i] for i in split.train]
+    src_vocab = Vocab(train_src, min_freq=min_freq, reserved_tokens=RESERVED_TOKENS)
+    tgt_vocab = Vocab(train_tgt, min_freq=min_freq, reserved_tokens=RESERVED_TOKENS)
+    if num_steps is None:
+        num_steps = max(len(s) for s in corpus.src + corpus.tgt) + 1
+    data = TranslationData(source, corpus, split, src_vocab, tgt_vocab, num_steps)
+    if verbose:
+        print(data.summary())
+    return data

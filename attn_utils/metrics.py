@@ -1,0 +1,193 @@
+"""Translation and alignment metrics: corpus BLEU (as sacrebleu computes it), d2l's sentence
+BLEU, and the alignment error rate of attention weights against gold word alignments.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+from collections.abc import Iterable, Sequence
+
+import torch
+
+_LOG_ZERO = -9999999999  # sacrebleu's floor for log(0)
+
+
+def _ngram_counts(tokens: Sequence[str], max_order: int) -> collections.Counter:
+    return collections.Counter(tuple(tokens[i:i + n]) for n in range(1, max_order + 1)
+                               for i in range(len(tokens) - n + 1))
+
+
+def _tokens(text, what: str) -> list[str]:
+    if isinstance(text, str):
+        return text.split()
+    if isinstance(text, (list, tuple)) and all(isinstance(t, str) for t in text):
+        return list(text)
+    raise ValueError(f"{what} must be a string (or, for a hypothesis, a list of tokens), "
+                     f"got {type(text).__name__} {text!r}")
+
+
+def _closest_ref_len(hyp_len: int, ref_lens: list[int]) -> int:
+    """The reference length closest to the hypothesis length, the shorter on a tie (as sacrebleu)."""
+    return min(ref_lens, key=lambda r: (abs(hyp_len - r), r))
+
+
+def corpus_bleu(hypotheses: Sequence, references: Sequence, max_order: int = 4, smooth: str = "exp") -> float:
+    """Corpus BLEU (0–100) of whitespace-tokenised strings, as ``sacrebleu.corpus_bleu(hypotheses,
+    [references], tokenize='none').score``.
+
+    ``references[k]`` is the reference string of ``hypotheses[k]``, or a list/tuple of strings for
+    several references (clipped counts take the maximum over them; the brevity penalty uses the
+    reference length closest to the hypothesis). A hypothesis may also be a list of tokens.
+    n-gram counts and lengths are summed over the corpus; the brevity penalty is
+    exp(1 − r/c) when the hypotheses are shorter (c < r), 0 when they are empty. ``smooth='exp'``
+    (sacrebleu's default) gives an order with no match the precision 1/(2^k · total), k counting
+    such orders so far; ``'none'`` leaves it 0, and BLEU is then 0. As in sacrebleu, a corpus with
+    no n-gram of some order ≤ ``max_order`` at all (every hypothesis shorter than 4 tokens) scores 0.
+    """
+    if smooth not in ("exp", "none"):
+        raise ValueError(f"smooth must be 'exp' or 'none', got {smooth!r}")
+    if isinstance(hypotheses, str) or isinstance(references, str):
+        raise ValueError("corpus_bleu takes a list of hypotheses and a list of references, got a single string")
+    if len(hypotheses) != len(references):
+        raise ValueError(f"expected one reference (or list of references) per hypothesis: got "
+                         f"{len(hypotheses)} hypotheses and {len(references)} references")
+    if not hypotheses:
+        raise ValueError("corpus_bleu needs at least one hypothesis, got none")
+    correct, total = [0] * max_order, [0] * max_order
+    sys_len = ref_len = 0
+    for hyp, refs in zip(hypotheses, references):
+        hyp_tokens = _tokens(hyp, "a hypothesis")
+        refs = [refs] if isinstance(refs, str) else list(refs)
+        if not refs:
+            raise ValueError(f"every hypothesis needs at least one reference, got none for {hyp!r}")
+        ref_ngrams: collections.Counter = collections.Counter()
+        ref_lens = []
+        for ref in refs:
+            if not isinstance(ref, str):
+                raise ValueError(f"references must be strings, got {type(ref).__name__} {ref!r}")
+            ref_tokens = ref.split()
+            ref_lens.append(len(ref_tokens))
+            ref_ngrams |= _ngram_counts(ref_tokens, max_order)  # max count over references
+        sys_len += len(hyp_tokens)
+        ref_len += _closest_ref_len(len(hyp_tokens), ref_lens)
+        for ngram, count in _ngram_counts(hyp_tokens, max_order).items():
+            total[len(ngram) - 1] += count
+            correct[len(ngram) - 1] += min(count, ref_ngrams[ngram])
+    return _bleu_from_statistics(correct, total, sys_len, ref_len, smooth)
+
+
+def _bleu_from_statistics(correct, total, sys_len, ref_len, smooth) -> float:
+    brevity = 1.0
+    if sys_len < ref_len:
+        brevity = math.exp(1 - ref_len / sys_len) if sys_len > 0 else 0.0
+    if not any(correct):
+        return 0.0
+    precisions = [0.0] * len(correct)
+    halvings = 1.0
+    for n, (c, t) in enumerate(zip(correct, total)):
+        if t == 0:
+            break  # no n-grams of this order or higher: their precision stays 0, so BLEU is 0
+        if c == 0:
+            if smooth == "exp":
+                halvings *= 2
+                precisions[n] = 100.0 / (halvings * t)
+        else:
+            precisions[n] = 100.0 * c / t
+    log_mean = sum(math.log(p) if p > 0 else _LOG_ZERO for p in precisions) / len(precisions)
+    return brevity * math.exp(log_mean)
+
+
+def bleu(pred_seq: str, label_seq: str, k: int) -> float:
+    """d2l's sentence BLEU (0–1): exp(min(0, 1 − len_label/len_pred)) · ∏_{n≤k} p_n^(1/2^n).
+
+    Tokens are split on single spaces, as d2l does; p_n is the clipped n-gram precision. Orders
+    longer than the prediction are skipped.
+    """
+    pred_tokens, label_tokens = pred_seq.split(" "), label_seq.split(" ")
+    len_pred, len_label = len(pred_tokens), len(label_tokens)
+    score = math.exp(min(0.0, 1 - len_label / len_pred))
+    for n in range(1, min(k, len_pred) + 1):
+        pred_ngrams = collections.Counter(tuple(pred_tokens[i:i + n]) for i in range(len_pred - n + 1))
+        label_ngrams = collections.Counter(tuple(label_tokens[i:i + n]) for i in range(len_label - n + 1))
+        matches = sum(min(count, label_ngrams[g]) for g, count in pred_ngrams.items())
+        score *= math.pow(matches / (len_pred - n + 1), math.pow(0.5, n))
+    return score
+
+
+# ----------------------------------------------------------------------------------------------
+# Alignment error rate (Och & Ney 2003)
+# ----------------------------------------------------------------------------------------------
+
+def alignment_error_rate(predicted: Iterable, sure: Iterable, possible: Iterable | None = None) -> float:
+    """AER = 1 − (|A∩S| + |A∩P|) / (|A| + |S|) for links ``(source_index, target_index)``.
+
+    ``predicted`` is A, ``sure`` is S and ``possible`` P (S is always counted as possible; with no
+    ``possible``, P = S and AER = 1 − 2|A∩S|/(|A|+|S|), one minus the F1 of A against S).
+    """
+    return _aer_from_counts(*_aer_counts(set(predicted), set(sure), set(possible or ())))
+
+
+def _aer_counts(a: set, s: set, p: set) -> tuple[int, int, int, int]:
+    p = p | s
+    return len(a & s), len(a & p), len(a), len(s)
+
+
+def _aer_from_counts(a_s: int, a_p: int, a: int, s: int) -> float:
+    if a + s == 0:
+        raise ValueError("AER is undefined with no predicted and no gold links (expected at least one link)")
+    return 1.0 - (a_s + a_p) / (a + s)
+
+
+def attention_alignment(weights, src_len: int | None = None, targets: Iterable[int] | None = None) -> set:
+    """Hard alignment from attention weights ``(target_steps, source_steps)``: each target position
+    links to the source position it weighs most (the argmax of its row).
+
+    ``targets`` picks the target positions to align (default: every row). A row whose argmax is
+    at or past ``src_len`` (``<eos>`` or padding) gets no link: attending to the end of the source
+    is treated as aligning to nothing.
+    """
+    weights = torch.as_tensor(weights)
+    if weights.dim() != 2:
+        raise ValueError(f"attention weights must be (target_steps, source_steps), got shape {tuple(weights.shape)}")
+    rows = range(weights.shape[0]) if targets is None else sorted(set(targets))
+    best = weights.argmax(dim=-1).tolist()  # (target_steps,)
+    src_len = weights.shape[1] if src_len is None else int(src_len)
+    links = set()
+    for j in rows:
+        if not 0 <= j < weights.shape[0]:
+            raise ValueError(f"target position {j} is outside the attention weights' {weights.shape[0]} rows")
+        if best[j] < src_len:
+            links.add((best[j], j))
+    return links
+
+
+def attention_aer(attention, sure, possible=None, src_lens=None) -> float:
+    """Corpus AER of attention weights against gold links, counts summed over sentences.
+
+    ``attention`` is one ``(target_steps, source_steps)`` matrix with ``sure`` (and ``possible``)
+    one set of ``(source_index, target_index)`` links, or a sequence/3-D tensor of matrices with
+    one link set per sentence (a list is always read as one matrix per sentence).
+
+    Each target position that has a gold link (sure or possible) is aligned by
+    :func:`attention_alignment`: the argmax of its row, no link when that is at or past
+    ``src_lens`` (``<eos>``, padding). Target positions with no gold link (``<eos>``, padding,
+    words with no counterpart such as the "-" of an ISO date) are not scored, since attention
+    must put its weight somewhere.
+    """
+    if getattr(attention, "ndim", None) == 2:  # one matrix (a tensor or an array)
+        attention, sure = [attention], [sure]
+        possible = None if possible is None else [possible]
+        src_lens = None if src_lens is None else [src_lens]
+    if len(attention) != len(sure):
+        raise ValueError(f"expected one set of gold links per attention matrix: got {len(attention)} matrices "
+                         f"and {len(sure)} link sets")
+    totals = [0, 0, 0, 0]
+    for k, weights in enumerate(attention):
+        s = set(map(tuple, sure[k]))
+        p = set(map(tuple, possible[k])) if possible is not None else set()
+        targets = {j for _, j in s | p}
+        src_len = None if src_lens is None else int(src_lens[k])
+        a = attention_alignment(weights, src_len, targets)
+        totals = [t + c for t, c in zip(totals, _aer_counts(a, s, p))]
+    return _aer_from_counts(*totals)

@@ -1,0 +1,271 @@
+"""Getting the Tatoeba pairs (download with checksum, local copy, offline fallback) and the
+``load_translation_data`` entry point; the real file's tests need ``ATTN_UTILS_DATA`` (CI sets it)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import http.server
+import io
+import os
+import socket
+import threading
+import urllib.error
+import zipfile
+
+import pytest
+import torch
+from data_helpers import synthetic_fra_text, write_fra
+
+from attn_utils.data import (
+    DATA_ENV_VAR,
+    DownloadError,
+    TatoebaUnavailable,
+    download,
+    load_tatoeba,
+    load_translation_data,
+    parse_pairs,
+    split_by_source,
+)
+from attn_utils.data import cache as cache_module
+from attn_utils.data.tatoeba import find_local_copy, read_pairs_text
+
+REAL_FETCH = cache_module.fetch
+ENV_REASON = f"{DATA_ENV_VAR} is not set: no local copy of the Tatoeba pairs (.ci/run sets it)"
+
+
+def _no_network(url, timeout=30.0):
+    raise urllib.error.URLError("no network in this test")
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    """No test here touches the network, and none sees the caller's ATTN_UTILS_DATA unless it asks."""
+    monkeypatch.setattr(cache_module, "fetch", _no_network)
+    monkeypatch.delenv(DATA_ENV_VAR, raising=False)
+
+
+def _zip_bytes(text: str) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("fra-eng/fra.txt", text)
+        archive.writestr("fra-eng/_about.txt", "about")
+    return buffer.getvalue()
+
+
+@pytest.fixture
+def http_server(tmp_path, monkeypatch):
+    """A static file server on 127.0.0.1 serving ``tmp_path/www`` (the real ``fetch`` restored)."""
+    monkeypatch.setattr(cache_module, "fetch", REAL_FETCH)
+    root = tmp_path / "www"
+    root.mkdir()
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield root, f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Downloading into the cache
+# ---------------------------------------------------------------------------------------------
+
+def test_download_verifies_and_writes_atomically(http_server, tmp_path):
+    root, base = http_server
+    payload = _zip_bytes(synthetic_fra_text(50))
+    (root / "fra-eng.zip").write_bytes(payload)
+    sha1 = hashlib.sha1(payload).hexdigest()
+    cache_dir = tmp_path / "cache"
+    path = download(base + "fra-eng.zip", sha1, cache_dir)
+    assert path == cache_dir / "fra-eng.zip" and path.read_bytes() == payload
+    assert sorted(p.name for p in cache_dir.iterdir()) == ["fra-eng.zip"]  # no temporary file left
+    corpus = load_tatoeba(cache_dir=cache_dir, url=base + "fra-eng.zip", sha1=sha1, verbose=False)
+    assert len(corpus) == 50 + 13 + 4 and corpus.malformed == 4
+    # a cached file is used as it is (no network needed), and a corrupted one is fetched again
+    (root / "fra-eng.zip").unlink()
+    assert download(base + "fra-eng.zip", sha1, cache_dir) == path
+    path.write_bytes(b"corrupted")
+    (root / "fra-eng.zip").write_bytes(payload)
+    assert download(base + "fra-eng.zip", sha1, cache_dir).read_bytes() == payload
+
+
+def test_checksum_failure_leaves_nothing_behind(http_server, tmp_path):
+    root, base = http_server
+    (root / "fra-eng.zip").write_bytes(b"not the file you are looking for")
+    cache_dir = tmp_path / "cache"
+    with pytest.raises(DownloadError, match="wrong SHA-1: expected 94646ad1522d915e7b0f9296181140edcf86a4f5, got"):
+        download(base + "fra-eng.zip", "94646ad1522d915e7b0f9296181140edcf86a4f5", cache_dir)
+    assert list(cache_dir.iterdir()) == []
+
+
+def test_http_error_and_refused_connection_leave_nothing_behind(http_server, tmp_path):
+    _, base = http_server
+    with pytest.raises(DownloadError, match="could not download .*missing.zip"):
+        download(base + "missing.zip", "0" * 40, tmp_path / "a")  # 404
+    assert list((tmp_path / "a").iterdir()) == []
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(DownloadError, match="could not download"):
+        download(f"http://127.0.0.1:{port}/fra-eng.zip", "0" * 40, tmp_path / "b", timeout=5)
+    assert list((tmp_path / "b").iterdir()) == []
+
+
+def test_offline_message_names_the_ways_out(tmp_path):
+    with pytest.raises(TatoebaUnavailable) as info:
+        load_tatoeba(cache_dir=tmp_path, verbose=False)
+    message = str(info.value)
+    for way_out in (DATA_ENV_VAR, "data_path=", "source='grammar'", "no network in this test"):
+        assert way_out in message
+    assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# A local copy: argument or environment variable
+# ---------------------------------------------------------------------------------------------
+
+def test_local_copy_forms(tmp_path):
+    fra = write_fra(tmp_path / "flat")
+    nested = write_fra(tmp_path / "nested" / "fra-eng")
+    (tmp_path / "zipped").mkdir()
+    (tmp_path / "zipped" / "fra-eng.zip").write_bytes(_zip_bytes(synthetic_fra_text()))
+    assert find_local_copy(tmp_path / "flat") == fra
+    assert find_local_copy(fra) == fra
+    assert find_local_copy(tmp_path / "nested") == nested
+    zipped = find_local_copy(tmp_path / "zipped")
+    assert read_pairs_text(zipped) == read_pairs_text(fra) == synthetic_fra_text()
+    with pytest.raises(ValueError, match="without the pairs: expected one of fra.txt"):
+        find_local_copy(tmp_path)
+    with pytest.raises(ValueError, match="does not exist"):
+        find_local_copy(tmp_path / "nowhere")
+
+
+def test_local_copy_through_argument_and_environment(tmp_path, monkeypatch, capsys):
+    write_fra(tmp_path / "arg", num_pairs=300)
+    write_fra(tmp_path / "env", num_pairs=200)
+    corpus = load_tatoeba(tmp_path / "arg")
+    assert len(corpus) == 300 + 75 + 4 and corpus.malformed == 4
+    assert capsys.readouterr().out == "Tatoeba English-French: 379 pairs from data_path, 4 malformed line(s) skipped\n"
+    monkeypatch.setenv(DATA_ENV_VAR, str(tmp_path / "env"))
+    assert len(load_tatoeba(verbose=False)) == 200 + 50 + 4
+    assert len(load_tatoeba(tmp_path / "arg", verbose=False)) == 379  # the argument wins
+    monkeypatch.setenv(DATA_ENV_VAR, str(tmp_path / "nowhere"))
+    with pytest.raises(ValueError, match=f"{DATA_ENV_VAR} names .* which does not exist"):
+        load_tatoeba(verbose=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# The entry point
+# ---------------------------------------------------------------------------------------------
+
+def test_auto_falls_back_to_the_grammar_corpus_in_one_line(tmp_path, capsys):
+    data = load_translation_data(cache_dir=tmp_path)
+    lines = capsys.readouterr().out.splitlines()
+    assert data.source == "grammar" and data.sizes() == {"train": 2000, "val": 250, "test": 250}
+    assert lines[0].startswith("Tatoeba pairs unavailable (could not download")
+    assert "using the bundled English-French grammar corpus instead" in lines[0] and DATA_ENV_VAR in lines[0]
+    assert lines[1].startswith("grammar: train 2,000, val 250, test 250 pairs")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(TatoebaUnavailable):
+        load_translation_data("tatoeba", cache_dir=tmp_path, verbose=False)
+
+
+def test_tatoeba_from_a_local_copy_end_to_end(tmp_path):
+    write_fra(tmp_path, num_pairs=300)
+    data = load_translation_data("auto", data_path=tmp_path, num_val=30, num_test=40, seed=0, verbose=False)
+    assert data.source == "tatoeba" and data.corpus.malformed == 4
+    assert data.sizes() == {"train": 379 - 70, "val": 30, "test": 40}
+    assert all(len(s) <= 8 for s in data.test.src + data.val.src)  # max_eval_len defaults to 8 for Tatoeba
+    english = [{" ".join(s) for s in getattr(data, name).src} for name in ("train", "val", "test")]
+    assert not (english[0] & english[1] or english[0] & english[2] or english[1] & english[2])
+    src, dec_input, src_valid_len, label = data.arrays("train")
+    assert src.shape == (309, data.num_steps) and dec_input.shape == label.shape == (309, data.num_steps)
+    assert data.num_steps == max(len(s) for s in data.corpus.src + data.corpus.tgt) + 1
+    assert torch.equal(src_valid_len, torch.tensor([len(s) + 1 for s in data.train.src]))
+    assert (dec_input[:, 0] == data.tgt_vocab.bos).all()
+    assert data.src_vocab.idx_to_token[:4] == ["<pad>", "<bos>", "<eos>", "<unk>"]
+    # vocabularies come from the training pairs only
+    train_tokens = {t for s in data.train.src for t in s}
+    assert set(data.src_vocab.idx_to_token[4:]) <= train_tokens
+    batches = list(data.dataloader("train", batch_size=16, seed=0))
+    assert sum(len(b[0]) for b in batches) == 309
+    assert all(len(set(b[2].tolist())) == 1 for b in batches)  # equal source lengths
+    again = [b[0] for b in data.dataloader("train", batch_size=16, seed=0)]
+    assert all(torch.equal(a, b[0]) for a, b in zip(again, batches))
+    plain = list(data.dataloader("test", batch_size=16, bucket=False))
+    assert torch.equal(torch.cat([b[0] for b in plain]), data.arrays("test")[0])  # test: not shuffled
+    src_new, dec_new, valid_new, label_new = data.build(["The cat sees the dog."], ["Le chat voit le chien."])
+    assert data.src_vocab.to_tokens(src_new[0, :7]) == ["the", "cat", "sees", "the", "dog", ".", "<eos>"]
+    assert valid_new.tolist() == [7]
+    assert data.tgt_vocab.to_tokens(label_new[0, :7]) == ["le", "chat", "voit", "le", "chien", ".", "<eos>"]
+    assert data.tgt_vocab.to_tokens(dec_new[0, :2]) == ["<bos>", "le"]
+
+
+def test_bundled_sources_carry_alignments():
+    data = load_translation_data("dates", verbose=False)
+    assert data.source == "dates" and data.sizes() == {"train": 4000, "val": 500, "test": 500}
+    test = data.test
+    assert len(test.alignments) == 500
+    assert all(0 <= i < len(s) and 0 <= j < len(t)
+               for s, t, a in zip(test.src, test.tgt, test.alignments) for i, j in a)
+    assert data.tokenize("March 3, 2021") == ["march", "3", ",", "2021"]
+    grammar = load_translation_data("grammar", num_examples=500, min_freq=1, seed=1, verbose=False)
+    assert grammar.sizes() == {"train": 400, "val": 50, "test": 50}
+    with pytest.raises(ValueError, match="source must be one of"):
+        load_translation_data("klingon")
+
+
+# ---------------------------------------------------------------------------------------------
+# The real file (76k pairs): only where ATTN_UTILS_DATA points at it
+# ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def real_path():
+    value = os.environ.get(DATA_ENV_VAR)
+    if not value:
+        pytest.skip(ENV_REASON)
+    return find_local_copy(value, DATA_ENV_VAR)
+
+
+@pytest.fixture(scope="module")
+def real_data(real_path):
+    return load_translation_data("tatoeba", data_path=real_path, verbose=False)
+
+
+def test_real_file_split(real_data):
+    corpus, split = real_data.corpus, real_data.split
+    assert len(corpus) > 50_000 and corpus.malformed == 0
+    assert real_data.sizes()["test"] == 1000 and real_data.sizes()["val"] == 1000
+    assert real_data.sizes()["train"] == len(corpus) - 2000
+    english = [{" ".join(corpus.src[i]) for i in getattr(split, s)} for s in ("train", "val", "test")]
+    assert not (english[0] & english[1] or english[0] & english[2] or english[1] & english[2])
+    assert max(len(corpus.src[i]) for i in split.test) <= 8
+    # sampled, not sliced: the file is sorted by length, and the test set spans it
+    assert split.test[-1] - split.test[0] > len(corpus) // 2
+    lengths = {len(corpus.src[i]) for i in split.test}
+    assert {3, 4, 5, 6, 7, 8} <= lengths  # (only 36 English sentences have 2 tokens)
+    again = split_by_source(corpus, 1000, 1000, max_eval_len=8, seed=0)
+    assert again == split
+    assert split_by_source(corpus, 1000, 1000, max_eval_len=8, seed=1).test != split.test
+
+
+def test_real_file_tokens_equal_d2ls(d2l, real_path):
+    raw = read_pairs_text(real_path)
+    lines = raw.splitlines()[::25]  # a sample across the (length-sorted) file keeps this quick
+    sample = "\n".join(lines)
+    ours = parse_pairs(sample)
+    # d2l knows neither the typographic apostrophe nor the thin space
+    known = sample.replace("\u2019", "'").replace("\u2009", " ")
+    src, tgt = d2l.MTFraEng._tokenize(None, d2l.MTFraEng._preprocess(None, known))
+    assert ours.src == [s[:-1] for s in src] and ours.tgt == [t[:-1] for t in tgt]
+
+
+def test_real_file_vocab_sizes(real_data):
+    assert 4000 < len(real_data.src_vocab) < 8000 and 7000 < len(real_data.tgt_vocab) < 13000
+    assert real_data.tgt_vocab.unk == 3

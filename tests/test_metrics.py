@@ -1,0 +1,171 @@
+"""attn_utils.metrics against independent references: sacrebleu's corpus BLEU, d2l's sentence BLEU,
+and alignment error rates worked out by hand."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from attn_utils.metrics import alignment_error_rate, attention_aer, attention_alignment, bleu, corpus_bleu
+
+sacrebleu = pytest.importorskip("sacrebleu", reason="sacrebleu is the reference for corpus BLEU (requirements-dev.txt)")
+
+WORDS = ["le", "chat", "noir", "dort", ".", "un", "chien", "!"]
+
+
+def _sentence(rng: random.Random, max_len: int = 9) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randrange(max_len + 1)))
+
+
+def _reference_bleu(hyps, refs, **kwargs) -> float:
+    return sacrebleu.corpus_bleu(hyps, [refs], tokenize="none", **kwargs).score
+
+
+def test_corpus_bleu_hand_values():
+    assert corpus_bleu(["le chat dort ."], ["le chat dort ."]) == pytest.approx(100.0)
+    assert corpus_bleu(["un chien"], ["le chat dort ."]) == 0.0  # no match at all
+    assert corpus_bleu([""], ["le chat"]) == 0.0  # empty hypothesis: brevity penalty 0
+    # 3 of 4 unigrams, 2 of 3 bigrams, 1 of 2 trigrams, 0 of 1 4-gram (exp smoothing: 100/(2·1));
+    # equal lengths, so no brevity penalty
+    got = corpus_bleu(["le chat noir dort"], ["le chat noir ."])
+    assert got == pytest.approx(math.exp((math.log(75) + math.log(200 / 3) + math.log(50) + math.log(50)) / 4))
+    assert got == pytest.approx(59.4604, abs=1e-4)
+    # brevity penalty: 4 hypothesis tokens, all n-grams right, against 6 reference tokens → exp(1 - 6/4)
+    assert corpus_bleu(["le chat noir dort"], ["le chat noir dort bien ."]) == pytest.approx(100 * math.exp(-0.5))
+    # a corpus with no 4-gram at all scores 0, even when it is exact (as in sacrebleu)
+    assert corpus_bleu(["le chat dort"], ["le chat dort"]) == 0.0
+
+
+def test_corpus_bleu_equals_sacrebleu_on_many_random_corpora():
+    rng = random.Random(0)
+    checked = 0
+    for _ in range(400):
+        n = rng.randrange(1, 7)
+        hyps = [_sentence(rng) for _ in range(n)]
+        refs = [_sentence(rng) for _ in range(n)]
+        if rng.random() < 0.3:  # a near copy, so high orders match too
+            refs = [h if rng.random() < 0.5 else r for h, r in zip(hyps, refs)]
+        expected = _reference_bleu(hyps, refs)
+        assert corpus_bleu(hyps, refs) == pytest.approx(expected, abs=1e-6), (hyps, refs)
+        checked += expected > 0
+    assert checked > 100  # many cases with a nonzero score, not only zeros
+
+
+def test_corpus_bleu_short_and_empty_hypotheses_match_sacrebleu():
+    cases = [
+        (["", "le chat dort ."], ["le chat", "le chat dort ."]),
+        (["le", "chat"], ["le chat dort", "chat"]),
+        (["le chat"], ["le chat"]),  # no 3-grams or 4-grams at all
+        (["", ""], ["le", "chat"]),
+        (["le chat dort ."], [""]),  # empty reference
+        (["chat le"], ["le chat"]),
+    ]
+    for hyps, refs in cases:
+        assert corpus_bleu(hyps, refs) == pytest.approx(_reference_bleu(hyps, refs), abs=1e-6), (hyps, refs)
+
+
+def test_corpus_bleu_without_smoothing_and_with_several_references():
+    rng = random.Random(1)
+    for _ in range(150):
+        n = rng.randrange(1, 5)
+        hyps = [_sentence(rng) for _ in range(n)]
+        refs_a = [_sentence(rng) for _ in range(n)]
+        refs_b = [_sentence(rng) for _ in range(n)]
+        assert corpus_bleu(hyps, refs_a, smooth="none") == pytest.approx(
+            _reference_bleu(hyps, refs_a, smooth_method="none"), abs=1e-6)
+        expected = sacrebleu.corpus_bleu(hyps, [refs_a, refs_b], tokenize="none").score
+        assert corpus_bleu(hyps, [[a, b] for a, b in zip(refs_a, refs_b)]) == pytest.approx(expected, abs=1e-6)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.lists(st.sampled_from(WORDS), max_size=8), st.lists(st.sampled_from(WORDS), max_size=8)),
+                min_size=1, max_size=5))
+def test_corpus_bleu_property_against_sacrebleu(pairs):
+    hyps = [" ".join(h) for h, _ in pairs]
+    refs = [" ".join(r) for _, r in pairs]
+    assert corpus_bleu(hyps, refs) == pytest.approx(_reference_bleu(hyps, refs), abs=1e-6)
+
+
+def test_corpus_bleu_accepts_token_lists_and_rejects_bad_input():
+    assert corpus_bleu([["le", "chat", "dort", "."]], ["le chat dort ."]) == pytest.approx(100.0)
+    with pytest.raises(ValueError, match="2 hypotheses and 1 references"):
+        corpus_bleu(["a", "b"], ["a"])
+    with pytest.raises(ValueError, match="at least one hypothesis"):
+        corpus_bleu([], [])
+    with pytest.raises(ValueError, match="single string"):
+        corpus_bleu("le chat", "le chat")
+    with pytest.raises(ValueError, match="smooth"):
+        corpus_bleu(["a"], ["a"], smooth="floor")
+
+
+def test_sentence_bleu_equals_d2l(d2l):
+    rng = random.Random(2)
+    for _ in range(500):
+        pred = " ".join(rng.choice(WORDS) for _ in range(rng.randrange(1, 9)))
+        label = " ".join(rng.choice(WORDS) for _ in range(rng.randrange(1, 9)))
+        if rng.random() < 0.3:
+            label = pred
+        k = rng.randrange(1, 5)
+        assert bleu(pred, label, k) == pytest.approx(d2l.bleu(pred, label, k), abs=1e-12), (pred, label, k)
+    # d2l's own demo values
+    assert bleu("va !", "va !", 2) == pytest.approx(1.0)
+    assert bleu("il est calme .", "il est calme .", 2) == pytest.approx(1.0)
+    # no brevity penalty (5 ≥ 4 tokens); unigrams 3/5, bigrams 1/4
+    assert bleu("je suis chez moi .", "je suis calme .", 2) == pytest.approx(0.6 ** 0.5 * 0.25 ** 0.25)
+
+
+# ---------------------------------------------------------------------------------------------
+# Alignment error rate
+# ---------------------------------------------------------------------------------------------
+
+# "the red car ." → "la voiture rouge ." (+ <eos> on both sides): rows are target positions.
+SURE = {(0, 0), (2, 1), (1, 2), (3, 3)}
+WEIGHTS = torch.tensor([
+    # the  red  car  .    <eos>
+    [0.70, 0.10, 0.10, 0.05, 0.05],  # la      → the   (sure)
+    [0.10, 0.50, 0.30, 0.05, 0.05],  # voiture → red   (wrong: car is sure)
+    [0.05, 0.60, 0.30, 0.03, 0.02],  # rouge   → red   (sure)
+    [0.05, 0.05, 0.10, 0.30, 0.50],  # .       → <eos> (past the source: no link)
+    [0.10, 0.10, 0.10, 0.10, 0.60],  # <eos>   (no gold link: not scored)
+])
+
+
+def test_attention_alignment_takes_the_argmax_of_each_target_row():
+    assert attention_alignment(WEIGHTS) == {(0, 0), (1, 1), (1, 2), (4, 3), (4, 4)}
+    assert attention_alignment(WEIGHTS, src_len=4) == {(0, 0), (1, 1), (1, 2)}
+    assert attention_alignment(WEIGHTS, src_len=4, targets=[0, 2]) == {(0, 0), (1, 2)}
+    with pytest.raises(ValueError, match=r"\(target_steps, source_steps\)"):
+        attention_alignment(torch.zeros(2, 3, 4))
+
+
+def test_alignment_error_rate_hand_made_case():
+    predicted = {(0, 0), (1, 1), (1, 2)}
+    # |A| = 3, |S| = 4, |A∩S| = 2, P = S: AER = 1 - (2 + 2) / 7
+    assert alignment_error_rate(predicted, SURE) == pytest.approx(3 / 7)
+    # (1, 1) marked possible: |A∩P| = 3, AER = 1 - (2 + 3) / 7
+    assert alignment_error_rate(predicted, SURE, possible={(1, 1)}) == pytest.approx(2 / 7)
+    assert alignment_error_rate(SURE, SURE) == 0.0
+    assert alignment_error_rate({(3, 0)}, {(0, 3)}) == 1.0
+    with pytest.raises(ValueError, match="no predicted and no gold links"):
+        alignment_error_rate(set(), set())
+
+
+def test_attention_aer_from_weights_single_and_corpus():
+    assert attention_aer(WEIGHTS, SURE, src_lens=4) == pytest.approx(3 / 7)
+    assert attention_aer(WEIGHTS.numpy(), SURE, possible={(1, 1)}, src_lens=4) == pytest.approx(2 / 7)
+    # Without src_len the "." row links to <eos> (4, 3): |A| = 4, |A∩S| = 2 → 1 - 4/8
+    assert attention_aer(WEIGHTS, SURE) == pytest.approx(0.5)
+    # A second, perfectly attended sentence "cats sleep" → "chats dorment": 2 links, both right.
+    perfect = torch.tensor([[0.9, 0.1, 0.0], [0.2, 0.8, 0.0], [0.0, 0.0, 1.0]])
+    corpus = attention_aer([WEIGHTS, perfect], [SURE, {(0, 0), (1, 1)}], src_lens=[4, 2])
+    # counts summed: |A∩S| = 2 + 2, |A| = 3 + 2, |S| = 4 + 2 → 1 - 8/11
+    assert corpus == pytest.approx(3 / 11)
+    batch = torch.stack([WEIGHTS[:3, :3], perfect])  # (batch, target, source)
+    assert attention_aer(batch, [{(0, 0), (1, 2)}, {(0, 0), (1, 1)}]) == pytest.approx(0.0)
+    with pytest.raises(ValueError, match="one set of gold links per attention matrix"):
+        attention_aer([WEIGHTS, perfect], [SURE])
