@@ -10,6 +10,9 @@ STAMP := $(VENV)/.installed
 # wheels. Override with `make CONSTRAINTS= ...` to let pip choose.
 CONSTRAINTS ?= $(if $(shell command -v nvidia-smi 2>/dev/null),,-c constraints-cpu.txt)
 PYTEST_WORKERS ?= 2
+# One torch thread per test worker: two workers with two threads each on two cores slow small
+# training loops down many times over (oversubscription).
+TEST_THREADS ?= 1
 JB_FLAGS ?=
 
 .PHONY: help env book book-strict test execute setup-cells clean
@@ -41,7 +44,7 @@ book-strict: $(STAMP)
 # The strict book build first, then one pytest run over the unit tests and every notebook.
 test: book-strict
 	$(BIN)/python -m tools.notebook_setup --check
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --nbval-lax --nbval-current-env tests chapters
+	OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --nbval-lax --nbval-current-env tests chapters
 
 execute: $(STAMP)
 	$(BIN)/python -m tools.execute_notebooks $(NB)

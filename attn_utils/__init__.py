@@ -3,37 +3,84 @@
 Names and signatures follow d2l.ai where d2l has the same thing.
 """
 
+from .attention import (
+    AdditiveAttention,
+    AttentionPooling,
+    ConcatAttention,
+    CosineAttention,
+    DotProductAttention,
+    GeneralAttention,
+    LocationAttention,
+    fused_dot_product_attention,
+)
 from .data import DATA_ENV_VAR, BucketBatchSampler, TranslationData, Vocab, load_translation_data
 from .device import DEVICE_ENV_VAR, available_devices, get_device, set_seed, try_gpu
+from .kernel_regression import (
+    KERNELS,
+    NWKernelRegression,
+    bias_variance,
+    error_vs_n,
+    kernel,
+    leave_one_out_mask,
+    make_data,
+    nadaraya_watson,
+    train_nw,
+    true_function,
+)
 from .lookup import hard_lookup, lookup_scores, soft_lookup
 from .masking import lengths_to_mask, make_mask, masked_softmax, sequence_mask
 from .metrics import alignment_error_rate, attention_aer, attention_alignment, bleu, corpus_bleu
 from .plot import show_heatmaps
+from .scoring import additive_score, concat_score, cosine_score, dot_score, general_score, location_score
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AdditiveAttention",
+    "AttentionPooling",
     "BucketBatchSampler",
+    "ConcatAttention",
+    "CosineAttention",
     "DATA_ENV_VAR",
     "DEVICE_ENV_VAR",
+    "DotProductAttention",
+    "GeneralAttention",
+    "KERNELS",
+    "LocationAttention",
+    "NWKernelRegression",
     "TranslationData",
     "Vocab",
+    "additive_score",
     "alignment_error_rate",
     "attention_aer",
     "attention_alignment",
     "available_devices",
+    "bias_variance",
     "bleu",
+    "concat_score",
     "corpus_bleu",
+    "cosine_score",
+    "dot_score",
+    "error_vs_n",
+    "fused_dot_product_attention",
+    "general_score",
     "get_device",
     "hard_lookup",
+    "kernel",
+    "leave_one_out_mask",
     "lengths_to_mask",
     "load_translation_data",
+    "location_score",
     "lookup_scores",
+    "make_data",
     "make_mask",
     "masked_softmax",
+    "nadaraya_watson",
     "sequence_mask",
     "set_seed",
     "show_heatmaps",
     "soft_lookup",
+    "train_nw",
+    "true_function",
     "try_gpu",
 ]

@@ -3,7 +3,8 @@
 ``draw_lookup`` draws one soft lookup (keys in the plane, shaded by weight, and the weights as
 bars); ``lookup_grid`` draws several queries and temperatures as one static figure; and
 ``query_explorer`` wraps ``draw_lookup`` in sliders so a reader can move the query and watch the
-weights change.
+weights change. ``draw_nw_fit``, ``bandwidth_grid`` and ``bandwidth_explorer`` do the same for the
+bandwidth of Nadaraya–Watson regression (chapter 2).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 import torch
 from matplotlib import pyplot as plt
 
+from .kernel_regression import KERNELS, nadaraya_watson
 from .lookup import soft_lookup
 
 
@@ -92,3 +94,65 @@ def query_explorer(keys, values, key_labels=None, score="neg_sq_dist", query=(0.
 
     out = widgets.interactive_output(redraw, {"qx": x, "qy": y, "log_temperature": log_t})
     return widgets.VBox([widgets.HBox([x, y, log_t]), out])
+
+
+# --- Nadaraya–Watson bandwidth (chapter 2) ---------------------------------------------------
+
+
+def draw_nw_fit(x_train, y_train, kernel="gaussian", width=0.5, truth=None, queries=None, axes=None):
+    """Draw one Nadaraya–Watson fit: the data, the fit (and ``truth``, a function, if given) on
+    the left, the attention weights (queries x training inputs) on the right. Returns the figure."""
+    x_train = torch.as_tensor(x_train, dtype=torch.float32)
+    y_train = torch.as_tensor(y_train, dtype=torch.float32)
+    if queries is None:
+        queries = torch.linspace(float(x_train.min()), float(x_train.max()), 100)
+    queries = torch.as_tensor(queries, dtype=torch.float32)
+    fit, weights = nadaraya_watson(queries, x_train, y_train, kernel, width)  # (Q,), (Q, n)
+    if axes is None:
+        fig, axes = plt.subplots(1, 2, figsize=(7.5, 2.8), layout="constrained")
+    else:
+        fig = axes[0].figure
+    ax_fit, ax_w = axes
+    ax_fit.plot(x_train, y_train, "o", ms=3, alpha=0.5, color="tab:gray", label="data")
+    if truth is not None:
+        ax_fit.plot(queries, truth(queries), "--", color="tab:green", label="truth")
+    ax_fit.plot(queries, fit, color="tab:red", label="fit")
+    ax_fit.set_title(f"{kernel}, width {width:.3g}", fontsize=10)
+    ax_fit.set_xlabel("x")
+    ax_fit.legend(fontsize=7, loc="upper right")
+    ax_w.imshow(weights.numpy(), cmap="Reds", aspect="auto", vmin=0,
+                extent=(float(x_train.min()), float(x_train.max()), float(queries.max()), float(queries.min())))
+    ax_w.set_xlabel("keys (training x)")
+    ax_w.set_ylabel("queries (x)")
+    ax_w.set_title("attention weights", fontsize=10)
+    return fig
+
+
+def bandwidth_grid(x_train, y_train, widths, kernel="gaussian", truth=None):
+    """Static figure: one column per width, the fit on top and its attention weights below."""
+    fig, axes = plt.subplots(2, len(widths), figsize=(2.6 * len(widths), 4.8), layout="constrained", squeeze=False)
+    for col, width in enumerate(widths):
+        draw_nw_fit(x_train, y_train, kernel, width, truth=truth, axes=axes[:, col])
+        if col:
+            axes[0, col].get_legend().remove()
+            axes[1, col].set_ylabel("")
+    return fig
+
+
+def bandwidth_explorer(x_train, y_train, kernel="gaussian", width=0.5, truth=None):
+    """A kernel menu and a (log-scale) width slider redrawing ``draw_nw_fit``.
+
+    Needs ``ipywidgets`` and a live kernel; in a static page the last drawn state is shown.
+    """
+    import ipywidgets as widgets  # imported here so attn_utils works without a notebook
+
+    kernel_menu = widgets.Dropdown(options=list(KERNELS), value=kernel, description="kernel")
+    width_slider = widgets.FloatLogSlider(value=width, base=10, min=-2, max=1, step=0.05, description="width",
+                                          readout_format=".3f")
+
+    def redraw(kernel_name, h):
+        draw_nw_fit(x_train, y_train, kernel_name, h, truth=truth)
+        plt.show()
+
+    out = widgets.interactive_output(redraw, {"kernel_name": kernel_menu, "h": width_slider})
+    return widgets.VBox([widgets.HBox([kernel_menu, width_slider]), out])

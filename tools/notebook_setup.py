@@ -20,15 +20,16 @@ ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = ROOT / "chapters"
 MARKER = "# Setup (the same in every chapter)"
 
-TEMPLATE = '''{marker}: install attn_utils where it is missing (e.g. on Colab),
-# then fix the random seeds and pick the device (CUDA, then Apple MPS, then CPU; set the
-# environment variable ATTN_UTILS_DEVICE to choose one yourself).
+TEMPLATE = '''{marker}: install attn_utils where it is missing (e.g.
+# on Colab), then fix the random seeds and pick the device (CUDA, then Apple MPS, then CPU;
+# set the environment variable ATTN_UTILS_DEVICE to choose one yourself).
 import importlib.util
 import subprocess
 import sys
 
+REPOSITORY = "{url}"
 if importlib.util.find_spec("attn_utils") is None:
-    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "git+{url}"])
+    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", f"git+{{REPOSITORY}}"])
 
 import attn_utils
 

@@ -1,0 +1,243 @@
+"""Attention pooling layers: score every key, mask, softmax, and average the values.
+
+Every layer shares one base, :class:`AttentionPooling`, whose ``forward(queries, keys, values,
+valid_lens=None)`` computes ``scores = self.score(queries, keys)``, the masked softmax of the
+scores (kept as ``.attention_weights``), dropout on those weights (training mode only), and the
+weighted sum of the values. A layer only says how it scores.
+
+Shapes: queries (batch, Q, query_size), keys (batch, K, key_size), values (batch, K, value_size)
+-> output (batch, Q, value_size); more leading dimensions (e.g. heads) work too. ``valid_lens``
+is ``None``, valid lengths (batch,) or (batch, Q), or a boolean mask broadcastable to the scores
+(batch, Q, K), ``True`` where a query may look (see :func:`attn_utils.masked_softmax`).
+
+``DotProductAttention`` and ``AdditiveAttention`` have d2l's signatures and parameter names, so
+state dicts move between these layers and d2l's.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from torch.nn.modules.lazy import LazyModuleMixin
+
+from .masking import make_mask, masked_softmax
+from .scoring import (
+    additive_score,
+    check_queries_keys,
+    concat_score,
+    cosine_score,
+    dot_score,
+    general_score,
+    location_score,
+)
+
+
+def check_attention_inputs(queries, keys, values, same_size: bool = False, what: str = "this layer") -> None:
+    """Raise ``ValueError`` naming the shapes unless queries, keys and values fit an attention layer."""
+    for name, t in (("queries", queries), ("keys", keys), ("values", values)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a tensor, got {type(t).__name__}")
+        if t.dim() < 3:
+            raise ValueError(f"{name} must have shape (batch, items, features), got {tuple(t.shape)}")
+    check_queries_keys(queries, keys, same_size=same_size, what=what)
+    if values.shape[:-1] != keys.shape[:-1]:
+        raise ValueError(
+            f"keys and values must come in pairs: keys {tuple(keys.shape)} hold {keys.shape[-2]} items, "
+            f"values {tuple(values.shape)} hold {values.shape[-2]}"
+            + ("" if values.shape[:-2] == keys.shape[:-2] else " (and their batch dimensions differ)")
+        )
+    if values.dtype != queries.dtype:
+        raise ValueError(f"values ({values.dtype}) must have the dtype of queries and keys ({queries.dtype})")
+
+
+class AttentionPooling(nn.Module):
+    """Base of every layer: ``softmax(score(q, k)) @ values`` with masking and dropout.
+
+    Subclasses implement ``score(queries, keys) -> (..., Q, K)``. After a forward pass
+    ``.attention_weights`` holds the weights (before dropout), as in d2l.
+    """
+
+    same_size = False  # must queries and keys have the same feature size?
+
+    def __init__(self, dropout: float = 0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.dropout = nn.Dropout(dropout)
+        self.attention_weights = None
+
+    def score(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def __getstate__(self):
+        # Copies and pickles leave out the last pass's weights, which may hold an autograd graph
+        # (copy.deepcopy refuses such tensors).
+        state = super().__getstate__()
+        for name in ("attention_weights", "_weights", "_saved"):
+            if name in state:
+                state[name] = None
+        return state
+
+    def forward(self, queries, keys, values, valid_lens=None):
+        check_attention_inputs(queries, keys, values, self.same_size, type(self).__name__)
+        scores = self.score(queries, keys)  # (batch, Q, K)
+        self.attention_weights = masked_softmax(scores, valid_lens)
+        return self.dropout(self.attention_weights) @ values  # (batch, Q, K) @ (batch, K, v) -> (batch, Q, v)
+
+
+def fused_dot_product_attention(queries, keys, values, valid_lens=None, scale: float | None = None):
+    """``softmax(scale * Q K^T) V`` through ``F.scaled_dot_product_attention``, with our masks.
+
+    ``valid_lens`` is taken in every form ``masked_softmax`` takes. A query with no visible key
+    gets a zero output, whatever the torch version or backend would return for it (some give NaN).
+    """
+    # A stride-0 stand-in for the (..., Q, K) scores, only so make_mask can read their shape.
+    score_shape = torch.empty((), device=queries.device).expand(*queries.shape[:-1], keys.shape[-2])
+    mask = make_mask(score_shape, valid_lens)  # None, or bool broadcastable to (..., Q, K)
+    visible = None
+    if mask is not None:
+        visible = mask.any(dim=-1, keepdim=True)  # (..., Q or 1, 1): does the row see any key?
+        mask = mask | ~visible  # a fully masked row may look everywhere (finite), and is zeroed below
+    unbatched_heads = queries.dim() == 3
+    if unbatched_heads:
+        # (batch, n, d) -> (batch, 1, n, d): torch's fast CPU kernel takes (batch, heads, n, d) only
+        queries, keys, values = queries.unsqueeze(1), keys.unsqueeze(1), values.unsqueeze(1)
+        if mask is not None and mask.dim() == 3:
+            mask = mask.unsqueeze(1)  # (batch, Q or 1, K) -> (batch, 1, Q or 1, K)
+    output = F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask, scale=scale)
+    if unbatched_heads:
+        output = output.squeeze(1)  # (batch, Q, v)
+    return output if visible is None else output.masked_fill(~visible, 0.0)  # +0.0, and no gradient
+
+
+class DotProductAttention(AttentionPooling):
+    """Scaled dot-product attention, ``softmax(Q K^T / sqrt(d)) V`` (d2l's signature).
+
+    ``scale`` multiplies the dot products (default ``1/sqrt(d)``; ``scale=1.0`` gives Luong's dot).
+    With ``fused=True`` (the default) the output comes from ``F.scaled_dot_product_attention``
+    whenever that computes the same thing, i.e. unless dropout is active (training with
+    ``dropout > 0``, where the explicit path applies ``nn.Dropout`` to the weights as d2l does).
+    On the fused path ``.attention_weights`` is computed from the saved (detached) queries and
+    keys the first time it is read, so a forward pass that nobody inspects never builds the
+    (batch, Q, K) matrix; those weights carry no gradient, so build with ``fused=False`` when a
+    loss must differentiate through the weights themselves. Reading them after the inputs were
+    changed in place raises ``RuntimeError`` rather than returning weights of other inputs.
+    """
+
+    same_size = True
+
+    def __init__(self, dropout: float, *, scale: float | None = None, fused: bool = True, **kwargs):
+        super().__init__(dropout, **kwargs)
+        self.scale = scale
+        self.fused = fused
+
+    def score(self, queries, keys):
+        return dot_score(queries, keys, self.scale)
+
+    @property
+    def attention_weights(self):
+        if self._weights is None and self._saved is not None:
+            queries, keys, valid_lens, versions = self._saved
+            if (queries._version, keys._version) != versions:
+                raise RuntimeError(
+                    "the queries or keys of the last forward pass were modified in place since (e.g. by an "
+                    "optimizer step), so its attention weights can no longer be computed; read "
+                    ".attention_weights before changing them, or build the layer with fused=False"
+                )
+            self._weights = masked_softmax(self.score(queries, keys), valid_lens)
+            self._saved = None
+        return self._weights
+
+    @attention_weights.setter
+    def attention_weights(self, value):
+        self._weights, self._saved = value, None
+
+    def forward(self, queries, keys, values, valid_lens=None):
+        if not self.fused or (self.training and self.dropout.p > 0):
+            return super().forward(queries, keys, values, valid_lens)
+        check_attention_inputs(queries, keys, values, True, "DotProductAttention")
+        output = fused_dot_product_attention(queries, keys, values, valid_lens, self.scale)
+        queries, keys = queries.detach(), keys.detach()  # share storage (and version counters) with the inputs
+        self._weights, self._saved = None, (queries, keys, valid_lens, (queries._version, keys._version))
+        return output
+
+
+class AdditiveAttention(AttentionPooling):
+    """Additive (Bahdanau) attention, ``w_v^T tanh(W_q q + W_k k)``; d2l's signature and parameter names.
+
+    Query and key sizes may differ; ``W_q``, ``W_k`` and ``w_v`` are lazy, sized at the first call.
+    """
+
+    def __init__(self, num_hiddens: int, dropout: float, **kwargs):
+        super().__init__(dropout, **kwargs)
+        self.W_k = nn.LazyLinear(num_hiddens, bias=False)
+        self.W_q = nn.LazyLinear(num_hiddens, bias=False)
+        self.w_v = nn.LazyLinear(1, bias=False)
+
+    def score(self, queries, keys):
+        return additive_score(queries, keys, self.W_q, self.W_k, self.w_v)
+
+
+class GeneralAttention(LazyModuleMixin, AttentionPooling):
+    """Luong's general (bilinear) attention, ``q^T W_a k``; ``W_a`` (query_size, key_size) is sized at the first call."""
+
+    def __init__(self, dropout: float = 0.0, **kwargs):
+        super().__init__(dropout, **kwargs)
+        self.W_a = nn.UninitializedParameter()
+
+    def initialize_parameters(self, queries, keys, values, *args, **kwargs) -> None:
+        """Called by the lazy-module hook before the first forward: size ``W_a`` from the inputs."""
+        if self.has_uninitialized_params():
+            check_attention_inputs(queries, keys, values, what="GeneralAttention")
+            with torch.no_grad():
+                self.W_a.materialize((queries.shape[-1], keys.shape[-1]))
+                nn.init.kaiming_uniform_(self.W_a, a=math.sqrt(5))  # as nn.Linear: U(+-1/sqrt(key_size))
+
+    def score(self, queries, keys):
+        return general_score(queries, keys, self.W_a)
+
+
+class ConcatAttention(AttentionPooling):
+    """Luong's concat attention, ``v_a^T tanh(W_a [q; k])`` (Bahdanau's additive form with one matrix)."""
+
+    def __init__(self, num_hiddens: int, dropout: float = 0.0, **kwargs):
+        super().__init__(dropout, **kwargs)
+        self.W_a = nn.LazyLinear(num_hiddens, bias=False)
+        self.v_a = nn.LazyLinear(1, bias=False)
+
+    def score(self, queries, keys):
+        return concat_score(queries, keys, self.W_a, self.v_a)
+
+
+class CosineAttention(AttentionPooling):
+    """Content-based attention of the Neural Turing Machine, ``softmax(beta * cos(q, k))``.
+
+    ``beta`` (the key strength) sharpens the weights as it grows; ``learn_beta=True`` makes it a
+    parameter.
+    """
+
+    same_size = True
+
+    def __init__(self, beta: float = 1.0, dropout: float = 0.0, learn_beta: bool = False, **kwargs):
+        super().__init__(dropout, **kwargs)
+        self.beta = nn.Parameter(torch.tensor(float(beta))) if learn_beta else float(beta)
+
+    def score(self, queries, keys):
+        return cosine_score(queries, keys, self.beta)
+
+
+class LocationAttention(AttentionPooling):
+    """Luong's location-based attention, ``softmax(W_a q)``: weights from the query alone.
+
+    ``W_a`` gives one score per key position, up to ``max_keys``; the keys' content is ignored
+    (only their number is used), so this layer cannot find a key by what it holds.
+    """
+
+    def __init__(self, max_keys: int, dropout: float = 0.0, **kwargs):
+        super().__init__(dropout, **kwargs)
+        self.max_keys = max_keys
+        self.W_a = nn.LazyLinear(max_keys, bias=False)
+
+    def score(self, queries, keys):
+        return location_score(queries, keys.shape[-2], self.W_a)

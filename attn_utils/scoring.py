@@ -1,0 +1,133 @@
+"""Attention scoring functions: how much a query "matches" each key, as a number.
+
+Each function takes queries ``(..., Q, query_size)`` and keys ``(..., K, key_size)`` and returns
+scores ``(..., Q, K)``; a softmax over the last axis then turns scores into attention weights.
+
+=============  =====================================  ==================================
+function       score(q, k)                            from
+=============  =====================================  ==================================
+additive       w_v^T tanh(W_q q + W_k k)              Bahdanau et al. (2015)
+dot            scale * q^T k (scale 1 or 1/sqrt(d))   Luong et al. (2015), Vaswani et al. (2017)
+general        q^T W_a k                              Luong et al. (2015)
+concat         v_a^T tanh(W_a [q; k])                 Luong et al. (2015)
+cosine         beta * q^T k / (|q| |k|)               Graves et al. (2014)
+location       (W_a q)_j, ignoring the keys' content  Luong et al. (2015)
+=============  =====================================  ==================================
+
+Learned maps (``W_q``, ``v_a``, ...) are passed as callables, e.g. ``nn.Linear`` modules, so the
+same functions serve the layers in :mod:`attn_utils.attention` and from-scratch code.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+
+Map = Callable[[torch.Tensor], torch.Tensor]
+
+
+def _shape(t: torch.Tensor) -> tuple:
+    return tuple(t.shape)
+
+
+def check_queries_keys(queries, keys, same_size: bool = False, what: str = "this score") -> None:
+    """Raise ``ValueError`` naming the shapes unless queries (..., Q, dq) and keys (..., K, dk) fit.
+
+    They must be tensors of the same dtype with the same leading (batch) dimensions; with
+    ``same_size=True`` also ``dq == dk``.
+    """
+    for name, t in (("queries", queries), ("keys", keys)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a tensor, got {type(t).__name__}")
+        if t.dim() < 2:
+            raise ValueError(f"{name} must have shape (..., items, features), got {_shape(t)}")
+    if queries.shape[:-2] != keys.shape[:-2]:
+        raise ValueError(
+            f"queries {_shape(queries)} and keys {_shape(keys)} must have the same leading (batch) "
+            f"dimensions, got {_shape(queries)[:-2]} and {_shape(keys)[:-2]}"
+        )
+    if same_size and queries.shape[-1] != keys.shape[-1]:
+        raise ValueError(
+            f"{what} needs queries and keys of the same size d; got queries {_shape(queries)} "
+            f"(d={queries.shape[-1]}) and keys {_shape(keys)} (d={keys.shape[-1]})"
+        )
+    if queries.dtype != keys.dtype:
+        raise ValueError(f"queries ({queries.dtype}) and keys ({keys.dtype}) must have the same dtype")
+
+
+def dot_score(queries: torch.Tensor, keys: torch.Tensor, scale: float | None = None) -> torch.Tensor:
+    """``scale * q . k``. ``scale=None`` means ``1/sqrt(d)`` (scaled dot product); ``scale=1`` is Luong's dot."""
+    check_queries_keys(queries, keys, same_size=True, what="dot-product scoring")
+    if scale is None:
+        scale = 1.0 / math.sqrt(queries.shape[-1])
+    return (queries @ keys.transpose(-2, -1)) * scale  # (..., Q, d) @ (..., d, K) -> (..., Q, K)
+
+
+def additive_score(queries: torch.Tensor, keys: torch.Tensor, W_q: Map, W_k: Map, w_v: Map) -> torch.Tensor:
+    """Bahdanau's ``w_v^T tanh(W_q q + W_k k)``: a one-hidden-layer network on each (query, key) pair.
+
+    ``W_q`` maps queries and ``W_k`` maps keys to the same hidden size h; ``w_v`` maps h to 1.
+    """
+    check_queries_keys(queries, keys)
+    q, k = W_q(queries), W_k(keys)  # (..., Q, h), (..., K, h)
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"W_q and W_k must map to the same hidden size; got {q.shape[-1]} for queries and "
+            f"{k.shape[-1]} for keys"
+        )
+    features = torch.tanh(q.unsqueeze(-2) + k.unsqueeze(-3))  # (..., Q, 1, h) + (..., 1, K, h) -> (..., Q, K, h)
+    return w_v(features).squeeze(-1)  # (..., Q, K, 1) -> (..., Q, K)
+
+
+def general_score(queries: torch.Tensor, keys: torch.Tensor, W_a: torch.Tensor) -> torch.Tensor:
+    """Luong's general (bilinear) score ``q^T W_a k`` with a matrix ``W_a`` of shape (query_size, key_size)."""
+    check_queries_keys(queries, keys)
+    expected = (queries.shape[-1], keys.shape[-1])
+    if W_a.dim() != 2 or tuple(W_a.shape) != expected:
+        raise ValueError(
+            f"W_a must have shape (query_size, key_size) = {expected} for queries {_shape(queries)} and "
+            f"keys {_shape(keys)}, got {_shape(W_a)}"
+        )
+    projected = keys @ W_a.transpose(0, 1)  # (..., K, dk) @ (dk, dq) -> (..., K, dq): W_a k for every key
+    return queries @ projected.transpose(-2, -1)  # (..., Q, dq) @ (..., dq, K) -> (..., Q, K)
+
+
+def concat_score(queries: torch.Tensor, keys: torch.Tensor, W_a: Map, v_a: Map) -> torch.Tensor:
+    """Luong's concat score ``v_a^T tanh(W_a [q; k])``, with the concatenation formed for every pair."""
+    check_queries_keys(queries, keys)
+    num_q, num_k = queries.shape[-2], keys.shape[-2]
+    q = queries.unsqueeze(-2).expand(*queries.shape[:-1], num_k, queries.shape[-1])  # (..., Q, K, dq)
+    k = keys.unsqueeze(-3).expand(*keys.shape[:-2], num_q, num_k, keys.shape[-1])  # (..., Q, K, dk)
+    hidden = torch.tanh(W_a(torch.cat([q, k], dim=-1)))  # (..., Q, K, dq + dk) -> (..., Q, K, h)
+    return v_a(hidden).squeeze(-1)  # (..., Q, K)
+
+
+def cosine_score(queries: torch.Tensor, keys: torch.Tensor, beta=1.0, eps: float = 1e-8) -> torch.Tensor:
+    """Graves et al.'s content-based score ``beta * cos(q, k)``.
+
+    ``beta`` (the key strength, > 0 sharpens) is a number or a tensor broadcastable to the scores,
+    e.g. one strength per query (..., Q, 1). Vectors shorter than ``eps`` count as length ``eps``.
+    """
+    check_queries_keys(queries, keys, same_size=True, what="cosine scoring")
+    q = queries / queries.norm(dim=-1, keepdim=True).clamp_min(eps)  # unit rows (..., Q, d)
+    k = keys / keys.norm(dim=-1, keepdim=True).clamp_min(eps)  # unit rows (..., K, d)
+    return beta * (q @ k.transpose(-2, -1))  # (..., Q, K)
+
+
+def location_score(queries: torch.Tensor, num_keys: int, W_a: Map) -> torch.Tensor:
+    """Luong's location-based score ``W_a q``: one score per key *position*, whatever the keys hold.
+
+    ``W_a`` maps a query to ``max_keys`` scores; the first ``num_keys`` are used.
+    """
+    if not isinstance(queries, torch.Tensor):
+        raise ValueError(f"queries must be a tensor, got {type(queries).__name__}")
+    if queries.dim() < 2:
+        raise ValueError(f"queries must have shape (..., items, features), got {_shape(queries)}")
+    scores = W_a(queries)  # (..., Q, max_keys)
+    if scores.shape[-1] < num_keys:
+        raise ValueError(
+            f"location scoring was built for at most {scores.shape[-1]} keys (max_keys), got {num_keys} keys"
+        )
+    return scores[..., :num_keys]  # (..., Q, K)

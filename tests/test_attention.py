@@ -1,0 +1,507 @@
+"""Attention layers: by hand, against d2l and torch's fused kernel, fused vs explicit, gradients,
+low precision, devices and bad input."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.func import functional_call
+from torch.nn import functional as F
+
+from attn_utils import (
+    AdditiveAttention,
+    ConcatAttention,
+    CosineAttention,
+    DotProductAttention,
+    GeneralAttention,
+    LocationAttention,
+    fused_dot_product_attention,
+    masked_softmax,
+)
+
+MAX_KEYS = 6
+FACTORIES = {
+    "dot": lambda: DotProductAttention(0.0),
+    "dot_explicit": lambda: DotProductAttention(0.0, fused=False),
+    "additive": lambda: AdditiveAttention(5, 0.0),
+    "general": lambda: GeneralAttention(),
+    "concat": lambda: ConcatAttention(5),
+    "cosine": lambda: CosineAttention(beta=3.0),
+    "location": lambda: LocationAttention(MAX_KEYS),
+}
+SAME_SIZE = {"dot", "dot_explicit", "cosine"}
+
+
+def sizes(name):
+    """(query_size, key_size, value_size) for a layer: different sizes where the layer allows it."""
+    return (4, 4, 3) if name in SAME_SIZE else (3, 4, 2)
+
+
+def build(name, dtype=torch.float64, seed=0):
+    """A layer with its lazy parameters materialised (by one call), in ``dtype``, in eval mode."""
+    torch.manual_seed(seed)
+    layer = FACTORIES[name]()
+    dq, dk, dv = sizes(name)
+    layer(torch.zeros(1, 1, dq), torch.zeros(1, 2, dk), torch.zeros(1, 2, dv))
+    return layer.to(dtype).eval()
+
+
+def inputs(name, batch=2, nq=3, nk=5, dtype=torch.float64, seed=1, grad=False):
+    gen = torch.Generator().manual_seed(seed)
+    dq, dk, dv = sizes(name)
+    return tuple(torch.randn(batch, n, d, generator=gen, dtype=dtype, requires_grad=grad)
+                 for n, d in ((nq, dq), (nk, dk), (nk, dv)))
+
+
+# --- by hand: every layer against its formula, one (query, key) pair at a time -----------------
+
+def _rows(t):
+    return t.detach().double().tolist()
+
+
+def pair_score(name, layer):
+    """score(q, k, j) computed with plain Python from the layer's parameters."""
+    def dot(a, b):
+        return sum(x * y for x, y in zip(a, b))
+
+    def mv(W, x):
+        return [dot(row, x) for row in W]
+
+    if name in ("dot", "dot_explicit"):
+        return lambda q, k, j: dot(q, k) / math.sqrt(len(q))
+    if name == "additive":
+        W_q, W_k, w_v = _rows(layer.W_q.weight), _rows(layer.W_k.weight), _rows(layer.w_v.weight)[0]
+        return lambda q, k, j: dot(w_v, [math.tanh(a + b) for a, b in zip(mv(W_q, q), mv(W_k, k))])
+    if name == "general":
+        W_a = _rows(layer.W_a)
+        return lambda q, k, j: dot(q, mv(W_a, k))
+    if name == "concat":
+        W_a, v_a = _rows(layer.W_a.weight), _rows(layer.v_a.weight)[0]
+        return lambda q, k, j: dot(v_a, [math.tanh(z) for z in mv(W_a, q + k)])
+    if name == "cosine":
+        return lambda q, k, j: layer.beta * dot(q, k) / (math.sqrt(dot(q, q)) * math.sqrt(dot(k, k)))
+    if name == "location":
+        W_a = _rows(layer.W_a.weight)
+        return lambda q, k, j: dot(W_a[j], q)
+    raise KeyError(name)
+
+
+def by_hand(score, queries, keys, values, lengths):
+    """Output and weights with Python loops: softmax over the first ``lengths[b]`` keys, zeros after."""
+    out, weights = [], []
+    for b, (qs, ks, vs) in enumerate(zip(_rows(queries), _rows(keys), _rows(values))):
+        n = lengths[b]
+        out_b, w_b = [], []
+        for q in qs:
+            s = [score(q, k, j) for j, k in enumerate(ks[:n])]
+            m = max(s) if s else 0.0
+            e = [math.exp(x - m) for x in s]
+            w = [x / sum(e) for x in e] + [0.0] * (len(ks) - n)
+            w_b.append(w)
+            out_b.append([sum(wj * v[c] for wj, v in zip(w, vs)) for c in range(len(vs[0]))])
+        out.append(out_b)
+        weights.append(w_b)
+    return torch.tensor(out, dtype=torch.float64), torch.tensor(weights, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("name", FACTORIES)
+def test_each_layer_equals_its_formula_by_hand(name):
+    layer = build(name)
+    q, k, v = inputs(name)
+    lengths = [3, 0]  # the second sequence is all padding: zero weights, zero output
+    output = layer(q, k, v, torch.tensor(lengths))
+    expected_out, expected_w = by_hand(pair_score(name, layer), q, k, v, lengths)
+    torch.testing.assert_close(output, expected_out)
+    torch.testing.assert_close(layer.attention_weights, expected_w)
+    assert output.shape == (2, 3, sizes(name)[2])
+
+
+def test_tiny_dot_product_case_in_numbers():
+    # One query (1, 0) and keys (1, 0), (0, 1), (-1, 0): scores (1, 0, -1)/sqrt(2).
+    q = torch.tensor([[[1.0, 0.0]]])
+    k = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]]])
+    v = torch.tensor([[[10.0], [20.0], [30.0]]])
+    e = [math.exp(s / math.sqrt(2)) for s in (1.0, 0.0, -1.0)]
+    w = [x / sum(e) for x in e]
+    layer = DotProductAttention(0.0)
+    torch.testing.assert_close(layer(q, k, v), torch.tensor([[[10 * w[0] + 20 * w[1] + 30 * w[2]]]]))
+    torch.testing.assert_close(layer.attention_weights, torch.tensor([[w]]))
+    # Only the first two keys visible: weights e1/(e1+e2), e2/(e1+e2).
+    layer(q, k, v, torch.tensor([2]))
+    torch.testing.assert_close(layer.attention_weights, torch.tensor([[[e[0] / (e[0] + e[1]), e[1] / (e[0] + e[1]), 0.0]]]))
+
+
+def test_luong_dot_uses_scale_one():
+    q, k, v = inputs("dot")
+    layer = DotProductAttention(0.0, scale=1.0)
+    expected = torch.softmax(q @ k.transpose(1, 2), dim=-1) @ v
+    torch.testing.assert_close(layer(q, k, v), expected)
+
+
+def test_cosine_beta_sharpens_and_can_be_learned():
+    q, k, v = inputs("cosine")
+    soft, sharp = CosineAttention(beta=1.0), CosineAttention(beta=50.0)
+    soft(q, k, v)
+    sharp(q, k, v)
+    assert sharp.attention_weights.max(-1).values.mean() > soft.attention_weights.max(-1).values.mean()
+    learned = CosineAttention(beta=2.0, learn_beta=True).double()
+    learned(q, k, v).sum().backward()
+    assert isinstance(learned.beta, torch.nn.Parameter) and learned.beta.grad is not None
+
+
+def test_location_weights_ignore_key_content():
+    layer = build("location")
+    q, k, v = inputs("location")
+    layer(q, k, v)
+    first = layer.attention_weights
+    layer(q, torch.randn_like(k), v)
+    torch.testing.assert_close(layer.attention_weights, first)
+
+
+# --- d2l: same parameter names, state dicts in both directions ----------------------------------
+
+def _d2l_inputs():
+    gen = torch.Generator().manual_seed(3)
+    q = torch.randn(2, 3, 6, generator=gen)
+    k = torch.randn(2, 7, 4, generator=gen)
+    v = torch.randn(2, 7, 5, generator=gen)
+    return q, k, v
+
+
+@pytest.mark.parametrize("lengths", [None, torch.tensor([2, 7]), torch.tensor([[1, 2, 3], [7, 6, 5]])])
+def test_additive_state_dict_moves_from_ours_to_d2l(d2l, lengths):
+    q, k, v = _d2l_inputs()
+    ours = AdditiveAttention(8, 0.0).eval()
+    expected = ours(q, k, v, lengths)
+    fresh = d2l.AdditiveAttention(8, 0.0).eval()  # lazy, not yet materialised
+    fresh.load_state_dict(ours.state_dict())
+    torch.testing.assert_close(fresh(q, k, v, lengths), expected)
+    torch.testing.assert_close(fresh.attention_weights, ours.attention_weights)
+    used = d2l.AdditiveAttention(8, 0.0).eval()
+    used(q, k, v, lengths)  # materialised with its own random weights
+    used.load_state_dict(ours.state_dict())
+    torch.testing.assert_close(used(q, k, v, lengths), expected)
+
+
+@pytest.mark.parametrize("lengths", [None, torch.tensor([3, 5])])
+def test_additive_state_dict_moves_from_d2l_to_ours(d2l, lengths):
+    q, k, v = _d2l_inputs()
+    theirs = d2l.AdditiveAttention(8, 0.0).eval()
+    expected = theirs(q, k, v, lengths)
+    fresh = AdditiveAttention(8, 0.0).eval()
+    fresh.load_state_dict(theirs.state_dict())
+    torch.testing.assert_close(fresh(q, k, v, lengths), expected)
+    used = AdditiveAttention(8, 0.0).eval()
+    used(q, k, v, lengths)
+    used.load_state_dict(theirs.state_dict())
+    torch.testing.assert_close(used(q, k, v, lengths), expected)
+    torch.testing.assert_close(used.attention_weights, theirs.attention_weights)
+    assert list(used.state_dict()) == list(theirs.state_dict()) == ["W_k.weight", "W_q.weight", "w_v.weight"]
+    for name, p in used.named_parameters():
+        assert p.shape == dict(theirs.named_parameters())[name].shape
+
+
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("lengths", [None, torch.tensor([2, 5]), torch.tensor([[1, 3, 5], [4, 4, 2]])])
+def test_dot_product_equals_d2l(d2l, fused, lengths):
+    gen = torch.Generator().manual_seed(4)
+    q, k, v = torch.randn(2, 3, 8, generator=gen), torch.randn(2, 5, 8, generator=gen), torch.randn(2, 5, 3, generator=gen)
+    theirs = d2l.DotProductAttention(0.0).eval()
+    ours = DotProductAttention(0.0, fused=fused).eval()
+    ours.load_state_dict(theirs.state_dict())  # both empty, but the call must work
+    torch.testing.assert_close(ours(q, k, v, lengths), theirs(q, k, v, lengths))
+    torch.testing.assert_close(ours.attention_weights, theirs.attention_weights)
+
+
+def test_fully_masked_rows_differ_from_d2l_by_design(d2l):
+    q, k, v = inputs("dot", dtype=torch.float32)
+    lengths = torch.tensor([0, 5])
+    ours = DotProductAttention(0.0)(q, k, v, lengths)
+    theirs = d2l.DotProductAttention(0.0)(q, k, v, lengths)
+    assert torch.equal(ours[0], torch.zeros_like(ours[0]))  # ours: zeros
+    torch.testing.assert_close(theirs[0], v[0].mean(0).expand(3, -1))  # d2l: uniform over padding
+    torch.testing.assert_close(ours[1], theirs[1])
+
+
+# --- the fused path: equal to torch's kernel and to the explicit path ---------------------------
+
+def _masks(batch=2, nq=3, nk=5):
+    lengths = torch.tensor([2, 5])
+    per_query = torch.tensor([[1, 2, 5], [3, 3, 4]])
+    boolean = torch.rand(batch, nq, nk, generator=torch.Generator().manual_seed(5)) < 0.6
+    boolean[..., 0] = True  # every row sees at least one key
+    return {"lengths": lengths, "per_query": per_query, "boolean": boolean, "causal": torch.ones(nq, nk).tril().bool()}
+
+
+@pytest.mark.parametrize("kind", ["lengths", "per_query", "boolean", "causal"])
+def test_dot_product_equals_torch_sdpa_with_masks(kind):
+    valid = _masks()[kind]
+    q, k, v = inputs("dot", dtype=torch.float32)
+    from attn_utils import make_mask
+
+    mask = make_mask(torch.zeros(2, 3, 5), valid)
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    for fused in (True, False):
+        torch.testing.assert_close(DotProductAttention(0.0, fused=fused)(q, k, v, valid), expected)
+    torch.testing.assert_close(fused_dot_product_attention(q, k, v, valid), expected)
+
+
+def _fully_masked_cases():
+    boolean = _masks()["boolean"].clone()
+    boolean[0, 1] = False  # query 1 of sequence 0 sees nothing
+    return [torch.tensor([0, 3]), torch.tensor([[0, 2, 5], [1, 0, 0]]), boolean]
+
+
+@pytest.mark.parametrize("case", range(3))
+def test_fused_and_explicit_agree_on_values_and_gradients_with_fully_masked_rows(case):
+    valid = _fully_masked_cases()[case]
+    results = []
+    for fused in (True, False):
+        q, k, v = inputs("dot", grad=True)
+        layer = DotProductAttention(0.0, fused=fused)
+        out = layer(q, k, v, valid)
+        (out * torch.linspace(-1, 1, out.numel(), dtype=out.dtype).reshape(out.shape)).sum().backward()
+        results.append((out.detach(), layer.attention_weights.detach(), q.grad, k.grad, v.grad))
+    for a, b in zip(*results):
+        assert torch.isfinite(a).all()
+        torch.testing.assert_close(a, b)
+    out, weights = results[0][:2]
+    empty = weights.sum(-1) == 0  # rows with no visible key
+    assert empty.any()
+    assert torch.equal(out[empty], torch.zeros_like(out[empty]))
+
+
+def test_fused_fully_masked_row_is_zero_whatever_torch_returns():
+    q, k, v = inputs("dot", dtype=torch.float32)
+    mask = torch.ones(2, 3, 5, dtype=torch.bool)
+    mask[1, 2] = False
+    ours = fused_dot_product_attention(q, k, v, mask)
+    assert torch.isfinite(ours).all() and torch.equal(ours[1, 2], torch.zeros(3))
+    plain = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    torch.testing.assert_close(ours[0], plain[0])
+    torch.testing.assert_close(ours[1, :2], plain[1, :2])
+
+
+def test_fused_weights_are_computed_lazily_once_and_match_the_explicit_ones():
+    q, k, v = inputs("dot")
+    valid = torch.tensor([[1, 2, 5], [3, 3, 4]])
+    fused, explicit = DotProductAttention(0.0), DotProductAttention(0.0, fused=False)
+    fused(q, k, v, valid)
+    explicit(q, k, v, valid)
+    assert fused._weights is None  # nothing built until someone looks
+    first = fused.attention_weights
+    assert fused.attention_weights is first  # cached
+    torch.testing.assert_close(first, explicit.attention_weights)
+    assert not first.requires_grad
+
+
+def test_fused_weights_refuse_inputs_changed_in_place():
+    q, k, v = inputs("dot")
+    layer = DotProductAttention(0.0)
+    layer(q, k, v)
+    q.add_(1.0)  # e.g. an optimizer step on a parameter used as the queries
+    with pytest.raises(RuntimeError, match="modified in place"):
+        layer.attention_weights
+    layer(q, k, v)
+    before = layer.attention_weights  # read first, then change: fine
+    k.mul_(2.0)
+    assert layer.attention_weights is before
+
+
+@pytest.mark.parametrize("name", FACTORIES)
+def test_extra_leading_dimensions_work_like_a_loop(name):
+    layer = build(name)
+    gen = torch.Generator().manual_seed(8)
+    dq, dk, dv = sizes(name)
+    q, k, v = (torch.randn(2, 3, n, d, generator=gen, dtype=torch.float64) for n, d in ((4, dq), (5, dk), (5, dv)))
+    lengths = torch.tensor([2, 5])  # one length per sequence, shared by its 3 heads
+    out = layer(q, k, v, lengths)
+    assert out.shape == (2, 3, 4, dv)
+    for b in range(2):
+        for h in range(3):
+            torch.testing.assert_close(out[b, h], layer(q[b, h][None], k[b, h][None], v[b, h][None], lengths[b:b + 1])[0])
+
+
+def test_dropout_applies_to_the_weights_in_training_only():
+    for name in FACTORIES:
+        layer = build(name)
+        layer.dropout.p = 0.5
+        q, k, v = inputs(name)
+        valid = torch.tensor([4, 5])
+        eval_out = layer(q, k, v, valid)
+        torch.testing.assert_close(layer(q, k, v, valid), eval_out)  # eval: deterministic, no dropout
+        layer.train()
+        torch.manual_seed(7)
+        out = layer(q, k, v, valid)
+        weights = layer.attention_weights
+        torch.manual_seed(7)
+        expected = F.dropout(weights, 0.5, training=True) @ v
+        torch.testing.assert_close(out, expected, msg=name)
+        torch.testing.assert_close(weights.sum(-1), torch.ones(2, 3, dtype=torch.float64))  # kept before dropout
+
+
+@settings(max_examples=30, deadline=None)
+@given(batch=st.integers(1, 3), nq=st.integers(1, 6), nk=st.integers(1, 7), d=st.integers(1, 6),
+       per_query=st.booleans(), seed=st.integers(0, 2**16))
+def test_fused_equals_explicit_for_random_shapes_and_lengths(batch, nq, nk, d, per_query, seed):
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(batch, nq, d, generator=gen, dtype=torch.float64)
+    k = torch.randn(batch, nk, d, generator=gen, dtype=torch.float64)
+    v = torch.randn(batch, nk, 2, generator=gen, dtype=torch.float64)
+    shape = (batch, nq) if per_query else (batch,)
+    lengths = torch.randint(0, nk + 1, shape, generator=gen)
+    fused = DotProductAttention(0.0)(q, k, v, lengths)
+    explicit_layer = DotProductAttention(0.0, fused=False)
+    explicit = explicit_layer(q, k, v, lengths)
+    torch.testing.assert_close(fused, explicit)
+    assert torch.isfinite(fused).all()
+    if not per_query:  # by_hand takes one length per sequence
+        by_loops, _ = by_hand(pair_score("dot", None), q, k, v, lengths.tolist())
+        torch.testing.assert_close(fused, by_loops)
+
+
+# --- gradients, precision, devices --------------------------------------------------------------
+
+@pytest.mark.parametrize("name", FACTORIES)
+def test_gradcheck_float64_inputs_and_parameters(name):
+    layer = build(name)
+    q, k, v = inputs(name, batch=2, nq=2, nk=4, grad=True)
+    valid = torch.tensor([[2, 4], [0, 3]])
+    params = {n: p.detach().clone().requires_grad_(True) for n, p in layer.named_parameters()}
+    names = list(params)
+
+    def fn(q, k, v, *values):
+        return functional_call(layer, dict(zip(names, values)), (q, k, v, valid))
+
+    assert torch.autograd.gradcheck(fn, (q, k, v, *params.values()))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("name", FACTORIES)
+def test_low_precision_on_cpu(name, dtype):
+    reference = build(name, dtype=torch.float32)
+    low = copy.deepcopy(reference).to(dtype)
+    q, k, v = inputs(name, dtype=torch.float32)
+    valid = torch.tensor([3, 0])
+    expected = reference(q, k, v, valid)
+    out = low(q.to(dtype), k.to(dtype), v.to(dtype), valid)
+    assert out.dtype == dtype and low.attention_weights.dtype == dtype
+    assert torch.isfinite(out).all()
+    tol = 2e-2 if dtype == torch.float16 else 6e-2
+    torch.testing.assert_close(out.float(), expected, atol=tol, rtol=tol)
+    torch.testing.assert_close(low.attention_weights.float(), reference.attention_weights, atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("name", FACTORIES)
+def test_any_device_matches_cpu(name, any_device):
+    layer = build(name, dtype=torch.float32)
+    q, k, v = inputs(name, dtype=torch.float32)
+    valid = torch.tensor([[1, 0, 5], [2, 3, 4]])
+    expected = layer(q, k, v, valid)
+    moved = copy.deepcopy(layer).to(any_device)
+    out = moved(q.to(any_device), k.to(any_device), v.to(any_device), valid.to(any_device))
+    assert out.device.type == any_device.type
+    torch.testing.assert_close(out.cpu(), expected, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(moved.attention_weights.cpu(), layer.attention_weights, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.gpu
+def test_fused_and_explicit_agree_on_the_gpu(gpu_device):
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(4, 64, 32, generator=gen).to(gpu_device) for _ in range(3))
+    lengths = torch.tensor([0, 17, 64, 1], device=gpu_device)
+    fused = DotProductAttention(0.0)(q, k, v, lengths)
+    explicit = DotProductAttention(0.0, fused=False)(q, k, v, lengths)
+    torch.testing.assert_close(fused, explicit, atol=1e-3, rtol=1e-3)
+    assert torch.equal(fused[0], torch.zeros_like(fused[0]))
+
+
+# --- lazy parameters and state dicts of the new layers --------------------------------------------
+
+@pytest.mark.parametrize("name", ["general", "concat", "location", "additive"])
+def test_state_dict_loads_into_a_fresh_lazy_layer(name):
+    trained = build(name, dtype=torch.float32)
+    q, k, v = inputs(name, dtype=torch.float32)
+    expected = trained(q, k, v)
+    fresh = FACTORIES[name]().eval()
+    fresh.load_state_dict(trained.state_dict())
+    torch.testing.assert_close(fresh(q, k, v), expected)
+
+
+@pytest.mark.parametrize("name", FACTORIES)
+def test_a_used_layer_can_be_deep_copied(name):
+    layer = build(name)
+    q, k, v = inputs(name, grad=True)
+    expected = layer(q, k, v)  # its weights now hold an autograd graph
+    twin = copy.deepcopy(layer)
+    assert twin.attention_weights is None
+    torch.testing.assert_close(twin(q, k, v), expected)
+
+
+def test_general_attention_parameter_is_w_a_of_the_formula():
+    layer = build("general")
+    q, k, v = inputs("general")
+    assert layer.W_a.shape == (3, 4)  # (query_size, key_size)
+    layer(q, k, v)
+    expected = masked_softmax(q @ layer.W_a @ k.transpose(1, 2))
+    torch.testing.assert_close(layer.attention_weights, expected)
+
+
+# --- bad input ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", FACTORIES)
+def test_keys_and_values_must_pair(name):
+    layer = build(name)
+    q, k, v = inputs(name)
+    with pytest.raises(ValueError, match=r"keys and values must come in pairs: keys \(2, 5, \d\) hold 5 items, "
+                                         r"values \(2, 4, \d\) hold 4"):
+        layer(q, k, v[:, :4])
+
+
+@pytest.mark.parametrize("name", FACTORIES)
+def test_unbatched_and_mismatched_batches_are_named(name):
+    layer = build(name)
+    q, k, v = inputs(name)
+    with pytest.raises(ValueError, match=r"queries must have shape \(batch, items, features\), got \(3, \d\)"):
+        layer(q[0], k, v)
+    with pytest.raises(ValueError, match=r"queries \(1, 3, \d\) and keys \(2, 5, \d\) must have the same leading"):
+        layer(q[:1], k, v)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_dot_product_needs_equal_query_and_key_sizes(fused):
+    with pytest.raises(ValueError, match=r"DotProductAttention needs queries and keys of the same size d; "
+                                         r"got queries \(2, 3, 4\) \(d=4\) and keys \(2, 5, 6\) \(d=6\)"):
+        DotProductAttention(0.0, fused=fused)(torch.randn(2, 3, 4), torch.randn(2, 5, 6), torch.randn(2, 5, 1))
+
+
+@pytest.mark.parametrize("name", FACTORIES)
+def test_valid_lens_that_do_not_fit_are_named(name):
+    layer = build(name)
+    q, k, v = inputs(name)
+    with pytest.raises(ValueError, match=r"valid_lens has shape \(3,\), which does not fit scores of shape \(2, 3, 5\)"):
+        layer(q, k, v, torch.tensor([1, 2, 3]))
+
+
+def test_location_attention_refuses_more_keys_than_it_was_built_for():
+    layer = build("location")
+    q, k, v = inputs("location", nk=MAX_KEYS + 1)
+    with pytest.raises(ValueError, match=r"at most 6 keys \(max_keys\), got 7 keys"):
+        layer(q, k, v)
+
+
+def test_values_dtype_must_match():
+    with pytest.raises(ValueError, match=r"values \(torch.float64\) must have the dtype of queries and keys \(torch.float32\)"):
+        DotProductAttention(0.0)(torch.randn(1, 2, 3), torch.randn(1, 4, 3), torch.randn(1, 4, 2, dtype=torch.float64))
+
+
+def test_lazy_general_attention_checks_inputs_before_sizing_its_matrix():
+    layer = GeneralAttention()
+    with pytest.raises(ValueError, match=r"queries must have shape \(batch, items, features\), got \(3, 4\)"):
+        layer(torch.randn(3, 4), torch.randn(1, 5, 2), torch.randn(1, 5, 1))
+    assert layer.has_uninitialized_params()
