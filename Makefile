@@ -15,12 +15,14 @@ PYTEST_WORKERS ?= 2
 TEST_THREADS ?= 1
 JB_FLAGS ?=
 
-.PHONY: help env book book-strict test execute setup-cells clean
+.PHONY: help env book book-strict test execute setup-cells student instructor clean
 
 help:
 	@echo "make book         build the book into _build/html"
 	@echo "make test         unit tests + every notebook (nbval) + book build with warnings as errors"
 	@echo "make execute      re-run every notebook in place and store its outputs (NB=path for one)"
+	@echo "make student      write the student edition (no solutions) into editions/student"
+	@echo "make instructor   write the full edition into editions/instructor"
 	@echo "make setup-cells  rewrite each notebook's first (setup) cell from tools/notebook_setup.py"
 	@echo "make clean        remove the build (keeps .venv)"
 
@@ -48,6 +50,10 @@ test: book-strict
 
 execute: $(STAMP)
 	$(BIN)/python -m tools.execute_notebooks $(NB)
+
+student instructor: $(STAMP)
+	rm -rf editions/$@
+	$(BIN)/python -m tools.editions $@ --out editions/$@
 
 setup-cells: $(STAMP)
 	$(BIN)/python -m tools.notebook_setup --write

@@ -1,0 +1,141 @@
+"""The exercise checkers: every reference solution passes, every stub and wrong answer gets a helpful message."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+
+from attn_utils import exercises
+from attn_utils.exercises import ExerciseFailed, check_exercise, grade
+from tools import editions, notebook_setup
+
+ROOT = Path(__file__).resolve().parents[1]
+PART1 = [p for p in notebook_setup.notebooks() if p.parent.name == "part1_intuition"]
+CODING = {}  # label -> (notebook, cells)
+for _path in notebook_setup.notebooks():
+    for _label, _cells in editions.coding_exercises(nbformat.read(_path, as_version=4)).items():
+        CODING[_label] = (_path, _cells)
+LABELS = sorted(CODING)
+
+
+def _function(source: str):
+    """The one function ``my_...`` that a stub or solution cell defines."""
+    namespace: dict = {}
+    exec(compile(source, "<cell>", "exec"), namespace)  # noqa: S102 - our own notebook cells
+    functions = [v for k, v in namespace.items() if k.startswith("my_") and callable(v)]
+    assert len(functions) == 1, "a stub or solution cell defines exactly one function my_..."
+    return functions[0]
+
+
+def test_every_checker_belongs_to_a_notebook_exercise_and_back():
+    assert sorted(exercises.labels()) == LABELS
+
+
+@pytest.mark.parametrize("path", PART1, ids=[p.name for p in PART1])
+def test_each_chapter_has_two_or_more_checked_coding_exercises(path):
+    assert sum(nb_path == path for nb_path, _ in CODING.values()) >= 2
+
+
+@pytest.mark.parametrize("label", LABELS)
+def test_reference_solution_passes(label, capsys):
+    solution = _function(CODING[label][1]["solution"].source)
+    result = grade(label, solution)
+    assert result.passed and result.score == 1.0, result.message
+    check_exercise(label, solution)
+    assert capsys.readouterr().out.startswith(f"{label}: all ")
+
+
+@pytest.mark.parametrize("label", LABELS)
+def test_stub_says_not_implemented(label, capsys):
+    stub_cell = CODING[label][1]["stub"]
+    assert "raise NotImplementedError" in stub_cell.source
+    stub = _function(stub_cell.source)
+    result = grade(label, stub)
+    assert not result.passed and result.not_implemented and result.score == 0.0
+    check_exercise(label, stub)  # prints, does not raise: the student edition runs top to bottom
+    assert "not implemented yet" in capsys.readouterr().out and "NotImplementedError" in result.message
+
+
+@pytest.mark.parametrize("label", LABELS)
+def test_wrong_answer_names_case_expected_and_got(label):
+    def wrong(*args, **kwargs):
+        return torch.full((2, 2), 7.0, device=args[0].device)
+
+    result = grade(label, wrong)
+    assert not result.passed and result.cases_passed == 0
+    assert re.search(r"Case '.+' failed: expected .+, got .+", result.message), result.message
+    with pytest.raises(ExerciseFailed, match="failed: expected"):
+        check_exercise(label, wrong)
+
+
+def test_crash_and_near_misses_are_reported_by_case():
+    def crashes(queries, keys, values, temperature):
+        raise RuntimeError("shapes do not match")
+
+    message = grade("ch01-write-soft-lookup", crashes).message
+    assert "raised RuntimeError: shapes do not match" in message and "Case '" in message
+
+    def unstable(queries, keys, values, temperature):  # the textbook formula without the row maximum
+        w = torch.exp(-((queries[:, None] - keys[None]) ** 2).sum(-1) / temperature)
+        return (w / w.sum(-1, keepdim=True)) @ values
+
+    result = grade("ch01-write-soft-lookup", unstable)
+    assert 0 < result.cases_passed < result.cases_total
+    assert "50 km away" in result.message and "got NaN" in result.message
+
+    def unscaled(queries, keys, values, valid_lens=None):  # forgets the 1/sqrt(d)
+        from attn_utils import masked_softmax
+        return masked_softmax(queries @ keys.transpose(1, 2), valid_lens) @ values
+
+    assert "largest difference" in grade("ch03-write-scaled-dot", unscaled).message
+
+    def one_row(x):  # a row instead of the (n, n) mask
+        return x != x[0]
+
+    assert "expected shape (4, 4), got shape (4,)" in grade("ch02-write-group-mask", one_row).message
+
+    def diagonal_only(x):  # leave-one-out: misses the duplicates
+        return ~torch.eye(len(x), dtype=torch.bool, device=x.device)
+
+    assert "Case 'every input twice' failed" in grade("ch02-write-group-mask", diagonal_only).message
+
+
+def test_bad_arguments_raise_value_errors():
+    with pytest.raises(ValueError, match="no checker for exercise 'ch99-nope'.*ch01-write-soft-lookup"):
+        grade("ch99-nope", lambda: None)
+    with pytest.raises(ValueError, match="pass the function itself"):
+        grade("ch01-write-hard-lookup", 3.0)
+
+
+@pytest.mark.parametrize("label", LABELS)
+def test_solution_code_is_shown_in_the_solution_block(label):
+    path, cells = CODING[label]
+    solution_code = cells["solution"].source.strip()
+    nb = nbformat.read(path, as_version=4)
+    blocks = [c.source for c in nb.cells if c.cell_type == "markdown" and f"{{solution}} {label}" in c.source]
+    assert len(blocks) == 1 and solution_code in blocks[0], "the solution block shows the solution cell's code"
+    assert "remove-input" in editions.tags(cells["solution"]), "the rendered book hides the solution cell"
+
+
+@pytest.mark.parametrize("label", LABELS)
+def test_checkers_run_on_every_device(label, any_device):
+    solution = _function(CODING[label][1]["solution"].source)
+    result = grade(label, solution, device=any_device)
+    assert result.passed, result.message
+    assert result.message.endswith(f"on {any_device.type}.")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("label", LABELS)
+def test_checkers_catch_results_left_on_the_cpu(label, gpu_device):
+    solution = _function(CODING[label][1]["solution"].source)
+
+    def on_cpu(*args, **kwargs):
+        return solution(*args, **kwargs).cpu()
+
+    message = grade(label, on_cpu, device=gpu_device).message
+    assert f"expected a tensor on {gpu_device.type}" in message
