@@ -32,6 +32,10 @@ from .masking import lengths_to_mask, make_mask, masked_softmax, sequence_mask
 from .metrics import alignment_error_rate, attention_aer, attention_alignment, bleu, corpus_bleu
 from .plot import show_heatmaps
 from .scoring import additive_score, concat_score, cosine_score, dot_score, general_score, location_score
+from .decoding import Decoded, beam_search, greedy_decode
+from .evaluate import Translation, bleu_by_length, evaluate_bleu, translate, translate_split
+from .seq2seq import Decoder, Encoder, EncoderDecoder, Seq2SeqDecoder, Seq2SeqEncoder, build_model, make_seq2seq
+from .train import History, load_checkpoint, plot_history, save_checkpoint, sequence_loss, train_seq2seq
 
 __version__ = "0.1.0"
 
@@ -83,4 +87,25 @@ __all__ = [
     "train_nw",
     "true_function",
     "try_gpu",
+    "Decoded",
+    "beam_search",
+    "greedy_decode",
+    "Translation",
+    "bleu_by_length",
+    "evaluate_bleu",
+    "translate",
+    "translate_split",
+    "Decoder",
+    "Encoder",
+    "EncoderDecoder",
+    "Seq2SeqDecoder",
+    "Seq2SeqEncoder",
+    "build_model",
+    "make_seq2seq",
+    "History",
+    "load_checkpoint",
+    "plot_history",
+    "save_checkpoint",
+    "sequence_loss",
+    "train_seq2seq",
 ]

@@ -1,0 +1,99 @@
+"""Translating sentences with a trained model and scoring the translations with corpus BLEU.
+
+Sentences are decoded in batches of equal source length (no padding), then put back in the
+order given. Hypotheses and references are whitespace-joined d2l-style tokens, so
+``corpus_bleu`` compares them exactly as sacrebleu does with ``tokenize='none'``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import torch
+
+from .decoding import decode
+from .metrics import corpus_bleu
+
+
+@dataclass
+class Translation:
+    """One translated sentence: its tokens, the joined string, score and attention (or None)."""
+
+    source: list[str]
+    tokens: list[str]
+    score: float
+    attention: torch.Tensor | None
+
+    @property
+    def text(self) -> str:
+        return " ".join(self.tokens)
+
+
+def _device_of(model) -> torch.device:
+    return next(model.parameters()).device
+
+
+def translate(model, sentences, data, beam_size: int = 1, alpha: float = 0.0, max_len: int | None = None,
+              batch_size: int = 256, device=None) -> list[Translation]:
+    """Translate ``sentences`` (strings, or token lists) with ``model`` and ``data``'s vocabularies.
+
+    ``max_len`` defaults to ``data.num_steps``. Returns one ``Translation`` per sentence, in order.
+    """
+    if isinstance(sentences, str):
+        raise ValueError("translate expects a list of sentences, got a single string (wrap it in a list)")
+    device = _device_of(model) if device is None else torch.device(device)
+    max_len = data.num_steps if max_len is None else max_len
+    src, _, src_valid_len, _ = data.build(list(sentences))
+    sources = [s if isinstance(s, (list, tuple)) else data.tokenize(s) for s in sentences]
+    by_length = defaultdict(list)
+    for i, n in enumerate(src_valid_len.tolist()):
+        by_length[n].append(i)
+    results: list[Translation | None] = [None] * len(sources)
+    vocab = data.tgt_vocab
+    for n, indices in sorted(by_length.items()):
+        for start in range(0, len(indices), batch_size):
+            chunk = indices[start:start + batch_size]
+            X = src[chunk, :n].to(device)  # (chunk, n): equal lengths, no padding
+            lens = src_valid_len[chunk].to(device)
+            out = decode(model, X, lens, vocab.bos, vocab.eos, max_len, beam_size, alpha)
+            for j, i in enumerate(chunk):
+                attn = None if out.attention is None else out.attention[j]
+                results[i] = Translation(list(sources[i]), vocab.to_tokens(out.tokens[j]), out.scores[j], attn)
+    return results
+
+
+def translate_split(model, data, split: str = "test", **kwargs) -> tuple[list[str], list[str]]:
+    """``(hypotheses, references)`` as strings for every pair of ``split`` (each English sentence is
+    decoded once, however many French references it has)."""
+    pairs = data.pairs(split)
+    unique = list(dict.fromkeys(" ".join(s) for s in pairs.src))
+    translated = dict(zip(unique, (t.text for t in translate(model, [u.split() for u in unique], data, **kwargs))))
+    hypotheses = [translated[" ".join(s)] for s in pairs.src]
+    references = [" ".join(t) for t in pairs.tgt]
+    return hypotheses, references
+
+
+def evaluate_bleu(model, data, split: str = "test", **kwargs) -> float:
+    """Corpus BLEU (0–100) on ``split``: one reference per pair, as in the course's targets."""
+    hypotheses, references = translate_split(model, data, split, **kwargs)
+    return corpus_bleu(hypotheses, references)
+
+
+def bleu_by_length(hypotheses, references, lengths, buckets) -> list[dict]:
+    """Corpus BLEU within each length bucket.
+
+    ``buckets`` is a list of ``(low, high)`` inclusive ranges of ``lengths`` (e.g. source lengths).
+    Returns one dict per non-empty bucket: ``{'bucket': 'low-high', 'pairs': n, 'bleu': ...}``.
+    """
+    if not len(hypotheses) == len(references) == len(lengths):
+        raise ValueError(f"expected as many hypotheses, references and lengths, got {len(hypotheses)}, "
+                         f"{len(references)} and {len(lengths)}")
+    rows = []
+    for low, high in buckets:
+        keep = [i for i, n in enumerate(lengths) if low <= n <= high]
+        if keep:
+            label = str(low) if low == high else f"{low}-{high}"
+            rows.append({"bucket": label, "pairs": len(keep),
+                         "bleu": corpus_bleu([hypotheses[i] for i in keep], [references[i] for i in keep])})
+    return rows

@@ -1,0 +1,185 @@
+"""The encoder–decoder interfaces (d2l's names) and a GRU encoder–decoder without attention.
+
+``Encoder(X, *args)`` returns whatever its decoder needs; ``Decoder.init_state(enc_all_outputs,
+*args)`` turns that into the decoder's state and ``Decoder(X, state)`` returns ``(logits, state)``
+with logits ``(batch, steps, vocab)``. Everything the training loop and the decoders in
+``decoding`` need is in these three calls, plus two conventions for attention decoders:
+
+* ``attention_weights``: ``None``, or after a forward pass ``(batch, steps, source_steps)``,
+  the weights each decoder step put on the source positions;
+* ``state_batch_dims``: for each entry of the state tuple, its batch axis (``None`` for entries
+  that have none); ``reorder_state`` uses it to pick and repeat rows during beam search.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def init_seq2seq(module: nn.Module) -> None:
+    """d2l's ``init_seq2seq``: Xavier-uniform weights for linear layers and GRUs."""
+    if type(module) is nn.Linear:
+        nn.init.xavier_uniform_(module.weight)
+    if type(module) is nn.GRU:
+        for name in module._flat_weights_names:
+            if "weight" in name:
+                nn.init.xavier_uniform_(module._parameters[name])
+
+
+def _check_tokens(X: torch.Tensor, what: str) -> None:
+    if not isinstance(X, torch.Tensor) or X.dim() != 2 or X.is_floating_point():
+        got = f"shape {tuple(X.shape)}, dtype {X.dtype}" if isinstance(X, torch.Tensor) else type(X).__name__
+        raise ValueError(f"{what} must be an integer tensor of token indices (batch, steps), got {got}")
+
+
+class Encoder(nn.Module):
+    """The base encoder interface: ``forward(X, *args)``."""
+
+    def forward(self, X, *args):
+        raise NotImplementedError
+
+
+class Decoder(nn.Module):
+    """The base decoder interface: ``init_state(enc_all_outputs, *args)`` and ``forward(X, state)``."""
+
+    #: batch axis of each entry of the state tuple (``None``: not batched); used by ``reorder_state``
+    state_batch_dims: tuple = ()
+
+    def __init__(self):
+        super().__init__()
+        self.attention_weights = None  # decoders with attention set it in forward
+
+    def init_state(self, enc_all_outputs, *args):
+        raise NotImplementedError
+
+    def forward(self, X, state):
+        raise NotImplementedError
+
+    def reorder_state(self, state, index: torch.Tensor):
+        """The state with its batch rows replaced by rows ``index`` (beam search picks and repeats rows)."""
+        if len(state) != len(self.state_batch_dims):
+            raise ValueError(f"{type(self).__name__}.state_batch_dims has {len(self.state_batch_dims)} entries "
+                             f"but the state has {len(state)}")
+        return tuple(s if dim is None or s is None else s.index_select(dim, index.to(s.device))
+                     for s, dim in zip(state, self.state_batch_dims))
+
+
+class EncoderDecoder(nn.Module):
+    """d2l's ``EncoderDecoder``: ``forward(enc_X, dec_X, *args)`` returns the decoder's logits only.
+
+    ``args`` (typically ``enc_valid_lens``) go to the encoder and to ``decoder.init_state``.
+    ``config`` (a JSON-able dict, when the model was built by a helper such as ``make_seq2seq``)
+    is what a checkpoint stores to rebuild it.
+    """
+
+    def __init__(self, encoder: Encoder, decoder: Decoder, config: dict | None = None):
+        super().__init__()
+        self.encoder, self.decoder = encoder, decoder
+        self.config = dict(config or {})
+
+    def forward(self, enc_X, dec_X, *args):
+        enc_all_outputs = self.encoder(enc_X, *args)
+        dec_state = self.decoder.init_state(enc_all_outputs, *args)
+        return self.decoder(dec_X, dec_state)[0]
+
+    @torch.no_grad()
+    def predict_step(self, batch, device, num_steps: int, save_attention_weights: bool = False):
+        """d2l's ``predict_step``: ``num_steps`` greedy steps from ``batch = (src, tgt, src_valid_len, _)``
+        (``tgt[:, 0]`` is ``<bos>``), without stopping at ``<eos>``. Returns ``(tokens (batch,
+        num_steps), attention weights per step)``; ``decoding.greedy_decode`` is the stopping version."""
+        src, tgt, src_valid_len = (t.to(device) for t in batch[:3])
+        dec_state = self.decoder.init_state(self.encoder(src, src_valid_len), src_valid_len)
+        outputs, attention_weights = [tgt[:, :1]], []
+        for _ in range(num_steps):
+            Y, dec_state = self.decoder(outputs[-1], dec_state)  # (batch, 1, vocab)
+            outputs.append(Y.argmax(dim=2))
+            if save_attention_weights:
+                attention_weights.append(self.decoder.attention_weights)
+        return torch.cat(outputs[1:], dim=1), attention_weights
+
+
+class Seq2SeqEncoder(Encoder):
+    """d2l's RNN encoder: embedding, then a multilayer GRU.
+
+    ``forward(X, valid_lens=None)`` returns ``(outputs, state)``: ``outputs`` ``(steps, batch,
+    num_hiddens)`` (the last layer at every step) and ``state`` ``(num_layers, batch,
+    num_hiddens)``. Without ``valid_lens`` every position is read, as in d2l. With them, padding
+    is skipped (packed sequences): ``state`` is each sequence's state after its last real token,
+    and the outputs at padded positions are 0.
+    """
+
+    def __init__(self, vocab_size: int, embed_size: int, num_hiddens: int, num_layers: int, dropout: float = 0):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, embed_size)
+        self.rnn = nn.GRU(embed_size, num_hiddens, num_layers, dropout=dropout if num_layers > 1 else 0)
+        self.apply(init_seq2seq)
+
+    def forward(self, X, valid_lens=None, *args):
+        _check_tokens(X, "the encoder's input X")
+        embs = self.embedding(X.t().long())  # (steps, batch, embed_size)
+        if valid_lens is None:
+            return self.rnn(embs)
+        valid_lens = torch.as_tensor(valid_lens)
+        if valid_lens.shape != (X.shape[0],):
+            raise ValueError(f"valid_lens must have shape ({X.shape[0]},) for X of shape {tuple(X.shape)}, "
+                             f"got {tuple(valid_lens.shape)}")
+        if bool((valid_lens < 1).any()) or bool((valid_lens > X.shape[1]).any()):
+            raise ValueError(f"valid_lens must lie in 1..{X.shape[1]} (the steps of X), got {valid_lens.tolist()}")
+        packed = nn.utils.rnn.pack_padded_sequence(embs, valid_lens.cpu(), enforce_sorted=False)
+        outputs, state = self.rnn(packed)
+        outputs, _ = nn.utils.rnn.pad_packed_sequence(outputs, total_length=X.shape[1])  # (steps, batch, h)
+        return outputs, state
+
+
+class Seq2SeqDecoder(Decoder):
+    """d2l's RNN decoder: at every step the GRU reads the target embedding concatenated with the
+    context, the encoder's last-layer final state (the same vector at every step).
+
+    The state is ``(context, hidden)``: ``context`` ``(batch, num_hiddens)``, ``hidden``
+    ``(num_layers, batch, num_hiddens)``, initialised to the encoder's final state.
+    """
+
+    state_batch_dims = (0, 1)
+
+    def __init__(self, vocab_size: int, embed_size: int, num_hiddens: int, num_layers: int, dropout: float = 0):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, embed_size)
+        self.rnn = nn.GRU(embed_size + num_hiddens, num_hiddens, num_layers, dropout=dropout if num_layers > 1 else 0)
+        self.dense = nn.Linear(num_hiddens, vocab_size)
+        self.apply(init_seq2seq)
+
+    def init_state(self, enc_all_outputs, *args):
+        _, hidden = enc_all_outputs  # (num_layers, batch, num_hiddens)
+        return hidden[-1], hidden  # the last layer's final state is the context
+
+    def forward(self, X, state):
+        _check_tokens(X, "the decoder's input X")
+        context, hidden = state
+        embs = self.embedding(X.t().long())  # (steps, batch, embed_size)
+        context = context.unsqueeze(0).expand(embs.shape[0], -1, -1)  # (steps, batch, num_hiddens)
+        outputs, hidden = self.rnn(torch.cat((embs, context), dim=-1), hidden)
+        logits = self.dense(outputs).transpose(0, 1)  # (batch, steps, vocab)
+        return logits, (state[0], hidden)
+
+
+def make_seq2seq(src_vocab_size: int, tgt_vocab_size: int, embed_size: int = 256, num_hiddens: int = 256,
+                 num_layers: int = 2, dropout: float = 0.0) -> EncoderDecoder:
+    """A GRU encoder–decoder without attention, with its config recorded for checkpoints."""
+    config = dict(kind="seq2seq", src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
+                  embed_size=embed_size, num_hiddens=num_hiddens, num_layers=num_layers, dropout=dropout)
+    encoder = Seq2SeqEncoder(src_vocab_size, embed_size, num_hiddens, num_layers, dropout)
+    decoder = Seq2SeqDecoder(tgt_vocab_size, embed_size, num_hiddens, num_layers, dropout)
+    return EncoderDecoder(encoder, decoder, config)
+
+
+MODEL_BUILDERS = {"seq2seq": make_seq2seq}
+
+
+def build_model(config: dict) -> EncoderDecoder:
+    """Rebuild a model from its ``config`` (``config['kind']`` names a builder in ``MODEL_BUILDERS``)."""
+    config = dict(config)
+    kind = config.pop("kind", None)
+    if kind not in MODEL_BUILDERS:
+        raise ValueError(f"config['kind'] must be one of {sorted(MODEL_BUILDERS)}, got {kind!r}")
+    return MODEL_BUILDERS[kind](**config)

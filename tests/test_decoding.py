@@ -1,0 +1,160 @@
+"""Greedy decoding and beam search, on hand-built models whose best sequences are known."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from attn_utils.decoding import beam_search, decode, greedy_decode
+from attn_utils.evaluate import bleu_by_length, evaluate_bleu, translate, translate_split
+from attn_utils.metrics import corpus_bleu
+from attn_utils.seq2seq import Decoder, Encoder, EncoderDecoder, make_seq2seq
+
+PAD, BOS, EOS, UNK, A, B = range(6)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny models run fastest on one thread, and pytest-xdist workers then do not compete for cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+class _PassEncoder(Encoder):
+    def forward(self, X, *args):
+        return X
+
+
+class BigramDecoder(Decoder):
+    """A fixed "language model": the next token's probabilities depend on the previous token only.
+
+    Its attention puts all weight on source position ``previous_token % source_steps``, so the
+    attention returned for a decoded sequence shows which path the search followed.
+    """
+
+    state_batch_dims = (0,)
+
+    def __init__(self, table: dict[int, dict[int, float]]):
+        super().__init__()
+        probs = torch.zeros(6, 6, dtype=torch.float64)
+        for prev, row in table.items():
+            for token, p in row.items():
+                probs[prev, token] = p
+        self.register_buffer("log_probs", probs.log())  # zeros give -inf: impossible tokens
+        self.dummy = torch.nn.Parameter(torch.zeros(1))
+
+    def init_state(self, src, *args):
+        return (torch.zeros(src.shape, dtype=torch.float64),)  # (batch, source_steps)
+
+    def forward(self, X, state):
+        logits = self.log_probs[X]  # (batch, steps, vocab)
+        positions = X % state[0].shape[1]  # (batch, steps)
+        self.attention_weights = torch.nn.functional.one_hot(positions, state[0].shape[1]).double()
+        return logits, state
+
+
+def bigram_model(table):
+    return EncoderDecoder(_PassEncoder(), BigramDecoder(table))
+
+
+SRC = torch.full((1, 7), 4)
+# Greedy takes A (0.5) and then <eos> (0.4): P = 0.2. The best sequence is B <eos>: 0.4 * 0.9 = 0.36.
+GREEDY_TRAP = {BOS: {A: 0.5, B: 0.4, EOS: 0.1}, A: {EOS: 0.4, A: 0.3, B: 0.3},
+               B: {EOS: 0.9, A: 0.05, B: 0.05}, EOS: {EOS: 1.0}}
+
+
+def test_greedy_is_suboptimal_and_beam_two_finds_the_best():
+    model = bigram_model(GREEDY_TRAP)
+    greedy = greedy_decode(model, SRC, None, BOS, EOS, max_len=10)
+    assert greedy.tokens == [[A]]
+    assert greedy.scores[0] == pytest.approx(math.log(0.5 * 0.4))
+    beam = beam_search(model, SRC, None, BOS, EOS, max_len=10, beam_size=2)
+    assert beam.tokens == [[B]]
+    assert beam.scores[0] == pytest.approx(math.log(0.4 * 0.9))
+    # Attention rows: one per emitted token (<eos> included), at position previous_token % 7.
+    assert beam.attention[0].argmax(dim=-1).tolist() == [BOS, B]
+    assert greedy.attention[0].argmax(dim=-1).tolist() == [BOS, A]
+
+
+def test_length_normalisation_picks_the_longer_sequence():
+    # Empty output: 0.4. "A": 0.6 * 0.6 = 0.36, so alpha = 0 prefers the empty output while
+    # alpha = 1 compares log(0.4) / 1 = -0.92 with log(0.36) / 2 = -0.51 and prefers "A".
+    table = {BOS: {EOS: 0.4, A: 0.6}, A: {EOS: 0.6, B: 0.4}, B: {EOS: 1.0}, EOS: {EOS: 1.0}}
+    model = bigram_model(table)
+    plain = beam_search(model, SRC, None, BOS, EOS, max_len=10, beam_size=2, alpha=0.0)
+    assert plain.tokens == [[]] and plain.scores[0] == pytest.approx(math.log(0.4))
+    normalised = beam_search(model, SRC, None, BOS, EOS, max_len=10, beam_size=2, alpha=1.0)
+    assert normalised.tokens == [[A]] and normalised.scores[0] == pytest.approx(math.log(0.36))
+
+
+def test_max_len_stops_a_sequence_without_eos():
+    model = bigram_model({BOS: {A: 1.0}, A: {A: 1.0}, EOS: {EOS: 1.0}})
+    assert greedy_decode(model, SRC, None, BOS, EOS, max_len=4).tokens == [[A] * 4]
+    assert beam_search(model, SRC, None, BOS, EOS, max_len=4, beam_size=3).tokens == [[A] * 4]
+
+
+def test_beam_one_equals_greedy_on_a_random_model():
+    torch.manual_seed(0)
+    model = make_seq2seq(12, 9, 8, 16, 2)
+    src = torch.randint(4, 12, (6, 5))
+    valid = torch.tensor([5, 3, 4, 5, 1, 2])
+    greedy = greedy_decode(model, src, valid, BOS, EOS, max_len=8)
+    beam = beam_search(model, src, valid, BOS, EOS, max_len=8, beam_size=1)
+    assert greedy.tokens == beam.tokens
+    assert greedy.scores == pytest.approx(beam.scores, abs=1e-5)
+    assert greedy.attention is None and beam.attention is None
+    assert decode(model, src, valid, BOS, EOS, 8, beam_size=1).tokens == greedy.tokens
+    # A wider beam never finds a less probable sequence (alpha = 0 compares raw log-probabilities).
+    wide = beam_search(model, src, valid, BOS, EOS, max_len=8, beam_size=4)
+    assert all(w >= g - 1e-5 for w, g in zip(wide.scores, greedy.scores))
+
+
+def test_batched_search_equals_one_sentence_at_a_time():
+    torch.manual_seed(1)
+    model = make_seq2seq(12, 9, 8, 16, 1)
+    src, valid = torch.randint(4, 12, (5, 4)), torch.tensor([4, 4, 2, 3, 1])
+    together = beam_search(model, src, valid, BOS, EOS, max_len=6, beam_size=3, alpha=0.7)
+    for b in range(5):
+        alone = beam_search(model, src[b:b + 1, :valid[b]], valid[b:b + 1], BOS, EOS, 6, beam_size=3, alpha=0.7)
+        assert alone.tokens[0] == together.tokens[b]
+        assert alone.scores[0] == pytest.approx(together.scores[b], abs=1e-5)
+
+
+def test_bad_arguments_raise_value_errors():
+    model = bigram_model(GREEDY_TRAP)
+    with pytest.raises(ValueError, match="beam_size"):
+        beam_search(model, SRC, None, BOS, EOS, 5, beam_size=0)
+    with pytest.raises(ValueError, match="max_len"):
+        greedy_decode(model, SRC, None, BOS, EOS, 0)
+    with pytest.raises(ValueError, match="src must be"):
+        greedy_decode(model, SRC[0], None, BOS, EOS, 5)
+
+
+def test_translate_and_bleu_on_the_grammar_corpus():
+    from attn_utils.data import load_translation_data
+
+    data = load_translation_data("grammar", verbose=False)
+    torch.manual_seed(0)
+    model = make_seq2seq(len(data.src_vocab), len(data.tgt_vocab), 8, 16, 1)
+    out = translate(model, ["the cat sees a dog .", data.test.src[0]], data, beam_size=2)
+    assert len(out) == 2 and out[0].source == ["the", "cat", "sees", "a", "dog", "."]
+    assert all(len(t.tokens) <= data.num_steps for t in out) and out[0].attention is None
+    hyps, refs = translate_split(model, data, "test")
+    assert len(hyps) == len(refs) == len(data.test)
+    assert refs[0] == " ".join(data.test.tgt[0])
+    assert evaluate_bleu(model, data, "test") == pytest.approx(corpus_bleu(hyps, refs))
+    with pytest.raises(ValueError, match="single string"):
+        translate(model, "the cat .", data)
+
+
+def test_bleu_by_length():
+    hyps = ["a b c d", "a b c d e", "x y z w"]
+    refs = ["a b c d", "a b c d e", "a b c d"]
+    rows = bleu_by_length(hyps, refs, [3, 5, 5], [(1, 3), (4, 5), (6, 9)])
+    assert [r["bucket"] for r in rows] == ["1-3", "4-5"] and [r["pairs"] for r in rows] == [1, 2]
+    assert rows[0]["bleu"] == pytest.approx(100.0)
+    assert rows[1]["bleu"] == pytest.approx(corpus_bleu(hyps[1:], refs[1:]))

@@ -1,0 +1,143 @@
+"""The training loop: the masked loss, the schedule, a short run, and checkpoints."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from attn_utils.data import load_translation_data
+from attn_utils.seq2seq import make_seq2seq
+from attn_utils.train import (
+    History,
+    learning_rate_factor,
+    load_checkpoint,
+    plot_history,
+    save_checkpoint,
+    sequence_loss,
+    train_seq2seq,
+    trim_batch,
+)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny models run fastest on one thread, and pytest-xdist workers then do not compete for cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def grammar():
+    return load_translation_data("grammar", num_train=256, verbose=False)
+
+
+def test_loss_ignores_padding():
+    torch.manual_seed(0)
+    logits = torch.randn(2, 4, 7)
+    labels = torch.tensor([[4, 5, 2, 0], [6, 2, 0, 0]])
+    loss = sequence_loss(logits, labels, pad=0, label_smoothing=0.1)
+    # By hand: the mean of the 5 real positions' (smoothed) cross-entropies.
+    real = [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1)]
+    by_hand = sum(F.cross_entropy(logits[b, t], labels[b, t], label_smoothing=0.1) for b, t in real) / 5
+    torch.testing.assert_close(loss, by_hand)
+    # Whatever the logits say at padded positions, the loss stays the same.
+    changed = logits.clone()
+    changed[0, 3], changed[1, 2:] = 100.0, -50.0
+    torch.testing.assert_close(sequence_loss(changed, labels, pad=0, label_smoothing=0.1), loss)
+    # With valid lengths, the labels at padded positions do not count either.
+    valid = torch.tensor([3, 2])
+    relabelled = labels.clone()
+    relabelled[0, 3], relabelled[1, 2:] = 5, 6
+    torch.testing.assert_close(sequence_loss(logits, relabelled, valid, label_smoothing=0.1), loss)
+    with pytest.raises(ValueError, match="no target token"):
+        sequence_loss(logits, torch.zeros(2, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match="expected logits"):
+        sequence_loss(logits, labels[:, :3])
+
+
+def test_model_loss_ignores_padded_decoder_inputs():
+    """Teacher forcing with a causal decoder: inputs at padded positions cannot change the loss."""
+    torch.manual_seed(0)
+    model = make_seq2seq(10, 9, 8, 16, 2)
+    src, valid = torch.randint(4, 10, (2, 5)), torch.tensor([5, 5])
+    dec_in = torch.tensor([[1, 4, 5, 6], [1, 7, 0, 0]])
+    labels = torch.tensor([[4, 5, 6, 2], [7, 2, 0, 0]])
+    loss = sequence_loss(model(src, dec_in, valid), labels)
+    dec_in[1, 2:] = torch.tensor([8, 3])
+    torch.testing.assert_close(sequence_loss(model(src, dec_in, valid), labels), loss)
+
+
+def test_learning_rate_schedule():
+    assert learning_rate_factor(0, 100, 0.0) == pytest.approx(0.01)
+    assert learning_rate_factor(99, 100, 0.0) == pytest.approx(1.0)
+    assert learning_rate_factor(500, 100, 0.25) == pytest.approx(0.75)
+    assert learning_rate_factor(900, 100, 1.0) == 0.0
+    assert learning_rate_factor(0, 0, 0.5) == pytest.approx(0.5)
+
+
+def test_trim_batch_drops_padding_columns():
+    src = torch.tensor([[4, 5, 2, 0, 0], [6, 2, 0, 0, 0]])
+    dec = torch.tensor([[1, 7, 8, 0, 0], [1, 9, 0, 0, 0]])
+    label = torch.tensor([[7, 8, 2, 0, 0], [9, 2, 0, 0, 0]])
+    s, d, v, lab = trim_batch((src, dec, torch.tensor([3, 2]), label), pad=0)
+    assert s.tolist() == [[4, 5, 2], [6, 2, 0]] and d.shape == lab.shape == (2, 3)
+
+
+def test_short_training_run_lowers_the_loss(grammar):
+    torch.manual_seed(0)
+    model = make_seq2seq(len(grammar.src_vocab), len(grammar.tgt_vocab), 16, 32, 1)
+    history = train_seq2seq(model, grammar, lr=1e-2, max_steps=40, batch_size=32, warmup=5, eval_points=2,
+                            progress=False)
+    assert history.steps == list(range(1, 41)) and len(history.loss) == 40
+    assert sum(history.loss[-5:]) / 5 < sum(history.loss[:5]) / 5 - 0.5
+    assert [s for s, _ in history.val_bleu] == [20, 40]
+    assert all(0.0 <= b <= 100.0 for _, b in history.val_bleu)
+    # Warm-up to step 5, on a line falling to 0 at step 40: min(5 / 5, 1 - 4 / 40) at step 5.
+    assert history.lr[4] == pytest.approx(1e-2 * 0.9) and history.lr[-1] == pytest.approx(1e-2 / 40)
+    assert history.target_tokens > 0 and history.tokens_per_second > 0
+    assert "40 steps" in history.summary()
+    assert len(plot_history(history).axes) == 2
+
+
+def test_time_budget_stops_training(grammar):
+    model = make_seq2seq(len(grammar.src_vocab), len(grammar.tgt_vocab), 8, 8, 1)
+    history = train_seq2seq(model, grammar, time_budget=0.3, batch_size=8, eval_points=0, progress=False)
+    assert 0.3 <= history.train_seconds < 1.0 and history.val_bleu == []
+
+
+def test_bad_budgets_raise_value_errors(grammar):
+    model = make_seq2seq(len(grammar.src_vocab), len(grammar.tgt_vocab), 8, 8, 1)
+    with pytest.raises(ValueError, match="budget"):
+        train_seq2seq(model, grammar)
+    with pytest.raises(ValueError, match="max_steps"):
+        train_seq2seq(model, grammar, max_steps=0)
+    with pytest.raises(ValueError, match="time_budget"):
+        train_seq2seq(model, grammar, time_budget=-1)
+
+
+def test_checkpoint_round_trip(tmp_path, grammar):
+    torch.manual_seed(0)
+    model = make_seq2seq(len(grammar.src_vocab), len(grammar.tgt_vocab), 8, 16, 2)
+    history = History(steps=[1, 2], loss=[3.0, 2.5], lr=[1e-3, 2e-3], seconds=[0.1, 0.2], val_bleu=[(2, 1.5)],
+                      target_tokens=10, train_seconds=0.2)
+    path = tmp_path / "model.pt"
+    save_checkpoint(path, model, history, extra={"note": "test"})
+    raw = torch.load(path, weights_only=True)  # plain tensors and a JSON string only
+    assert json.loads(raw["record"])["config"]["num_layers"] == 2
+    restored, record = load_checkpoint(path)  # rebuilt from the stored config
+    src, dec = torch.randint(4, 10, (3, 5)), torch.randint(4, 10, (3, 4))
+    model.eval()
+    assert torch.equal(restored(src, dec, torch.tensor([5, 3, 1])), model(src, dec, torch.tensor([5, 3, 1])))
+    assert record["history"].val_bleu == [(2, 1.5)] and record["extra"] == {"note": "test"}
+    other = make_seq2seq(len(grammar.src_vocab), len(grammar.tgt_vocab), 8, 16, 2)
+    same, _ = load_checkpoint(path, other)  # or loaded into a model you built
+    assert same is other and torch.equal(other(src, dec), model(src, dec))
+    with pytest.raises(ValueError, match="JSON"):
+        save_checkpoint(tmp_path / "bad.pt", model, extra={"x": object()})
+    assert math.isfinite(record["history"].tokens_per_second)
