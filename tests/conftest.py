@@ -52,6 +52,15 @@ def gpu_device():
     return torch.device(ACCELERATORS[0])
 
 
+@pytest.fixture
+def one_thread():
+    """Run a test on one torch thread: tiny models are fastest so, and xdist workers do not compete for cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(autouse=True)
 def _close_figures():
     yield

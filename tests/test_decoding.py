@@ -15,13 +15,7 @@ from attn_utils.seq2seq import Decoder, Encoder, EncoderDecoder, make_seq2seq
 PAD, BOS, EOS, UNK, A, B = range(6)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models run fastest on one thread, and pytest-xdist workers then do not compete for cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 class _PassEncoder(Encoder):

@@ -19,13 +19,7 @@ from attn_utils.seq2seq import (
 V_SRC, V_TGT, E, H, L = 11, 13, 8, 16, 2
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models run fastest on one thread, and pytest-xdist workers then do not compete for cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _d2l_decoder_forward(d2l_rnn, embedding, dense, X, state):
