@@ -7,9 +7,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
-from tools import editions, notebook_setup
+from tools import editions, execute_notebooks, notebook_setup
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = notebook_setup.notebooks()
@@ -101,7 +100,7 @@ def test_student_edition_runs_top_to_bottom(path, student_dir):
     """Slow (10-30 s a notebook): the stubs raise NotImplementedError, the checkers report it and go on."""
     student_path = student_dir / path.relative_to(ROOT)
     nb = nbformat.read(student_path, as_version=4)
-    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    execute_notebooks.run(nb, path.parent)
     checks = [c for c in nb.cells if "check" in editions.tags(c)]
     for cell in checks:
         text = "".join(o.get("text", "") for o in cell.outputs)

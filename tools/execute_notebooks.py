@@ -22,14 +22,19 @@ from tools.notebook_setup import ROOT, notebooks
 BUDGET_SECONDS = 180  # every chapter must run in 3 minutes on 2 CPU cores
 
 
-def execute(path: Path, timeout: int = 600) -> float:
-    nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(
-        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}},
+def run(nb, folder: Path, timeout: int = 600) -> None:
+    """Execute the notebook object ``nb`` in place, in a fresh kernel working in ``folder``."""
+    NotebookClient(
+        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(folder)}},
         store_widget_state=True,
-    )
+    ).execute()
+
+
+def execute(path: Path, timeout: int = 600) -> float:
+    """Execute the notebook at ``path``, store its outputs in the file, and return the seconds taken."""
+    nb = nbformat.read(path, as_version=4)
     start = time.perf_counter()
-    client.execute()
+    run(nb, path.parent, timeout)
     seconds = time.perf_counter() - start
     nbformat.write(nb, path)
     return seconds
