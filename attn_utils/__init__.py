@@ -33,7 +33,18 @@ from .metrics import alignment_error_rate, attention_aer, attention_alignment, b
 from .plot import show_heatmaps
 from .scoring import additive_score, concat_score, cosine_score, dot_score, general_score, location_score
 from .decoding import Decoded, beam_search, greedy_decode
-from .evaluate import Translation, bleu_by_length, evaluate_bleu, translate, translate_split
+from .evaluate import (
+    Translation,
+    alignment_error,
+    bleu_by_length,
+    evaluate_bleu,
+    forced_attention,
+    translate,
+    translate_split,
+)
+from .bahdanau import BahdanauDecoder, make_bahdanau
+from .compare import TRANSLATORS, build_translator, compare_translators, format_table, train_and_score
+from .luong import LuongDecoder, local_attention_weights, make_luong
 from .seq2seq import Decoder, Encoder, EncoderDecoder, Seq2SeqDecoder, Seq2SeqEncoder, build_model, make_seq2seq
 from .train import History, load_checkpoint, plot_history, save_checkpoint, sequence_loss, train_seq2seq
 
@@ -95,6 +106,8 @@ __all__ = [
     "evaluate_bleu",
     "translate",
     "translate_split",
+    "alignment_error",
+    "forced_attention",
     "Decoder",
     "Encoder",
     "EncoderDecoder",
@@ -102,6 +115,16 @@ __all__ = [
     "Seq2SeqEncoder",
     "build_model",
     "make_seq2seq",
+    "BahdanauDecoder",
+    "make_bahdanau",
+    "LuongDecoder",
+    "local_attention_weights",
+    "make_luong",
+    "TRANSLATORS",
+    "build_translator",
+    "compare_translators",
+    "format_table",
+    "train_and_score",
     "History",
     "load_checkpoint",
     "plot_history",

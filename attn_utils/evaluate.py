@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from .decoding import decode
-from .metrics import corpus_bleu
+from .metrics import attention_aer, corpus_bleu
 
 
 @dataclass
@@ -97,3 +97,43 @@ def bleu_by_length(hypotheses, references, lengths, buckets) -> list[dict]:
             rows.append({"bucket": label, "pairs": len(keep),
                          "bleu": corpus_bleu([hypotheses[i] for i in keep], [references[i] for i in keep])})
     return rows
+
+
+@torch.no_grad()
+def forced_attention(model, data, split: str = "test", batch_size: int = 256, device=None) -> list[torch.Tensor]:
+    """The attention each pair of ``split`` gets when the decoder reads the *reference* translation.
+
+    Teacher forcing: the decoder is fed ``<bos>`` and the reference, so row ``j`` of a pair's
+    matrix holds the weights used to predict target token ``j`` (row ``len(target)``: ``<eos>``),
+    and column ``i`` is source token ``i`` (the last column: the source's ``<eos>``). One
+    ``(target tokens + 1, source tokens + 1)`` tensor per pair, on the CPU; the model's decoder
+    must set ``attention_weights``.
+    """
+    if not getattr(model.decoder, "has_attention", False):
+        raise ValueError(f"{type(model.decoder).__name__} has no attention weights to read (has_attention is False)")
+    device = _device_of(model) if device is None else torch.device(device)
+    src, dec_input, src_valid_len, _ = data.arrays(split)
+    pairs = data.pairs(split)
+    model.eval()
+    matrices = []
+    for start in range(0, len(pairs), batch_size):
+        rows = slice(start, start + batch_size)
+        model(src[rows].to(device), dec_input[rows].to(device), src_valid_len[rows].to(device))
+        weights = model.decoder.attention_weights.detach().float().cpu()  # (batch, tgt_steps, src_steps)
+        for k, w in enumerate(weights, start=start):
+            matrices.append(w[:len(pairs.tgt[k]) + 1, :len(pairs.src[k]) + 1])
+    return matrices
+
+
+def alignment_error(model, data, split: str = "test", **kwargs) -> float:
+    """Alignment error rate of the model's attention against ``split``'s gold alignments.
+
+    Each target word is linked to the source word its (teacher-forced, see ``forced_attention``)
+    attention weighs most; attending to the source's ``<eos>`` links it to nothing. Only the
+    bundled corpora (``'grammar'``, ``'dates'``) have gold alignments.
+    """
+    pairs = data.pairs(split)
+    if pairs.alignments is None:
+        raise ValueError(f"the {data.source!r} corpus has no gold alignments; use source='grammar' or 'dates'")
+    attention = forced_attention(model, data, split, **kwargs)
+    return attention_aer(attention, pairs.alignments, src_lens=[len(s) for s in pairs.src])

@@ -45,6 +45,8 @@ class Decoder(nn.Module):
 
     #: batch axis of each entry of the state tuple (``None``: not batched); used by ``reorder_state``
     state_batch_dims: tuple = ()
+    #: does forward set ``attention_weights``?
+    has_attention: bool = False
 
     def __init__(self):
         super().__init__()
@@ -100,19 +102,27 @@ class EncoderDecoder(nn.Module):
 
 
 class Seq2SeqEncoder(Encoder):
-    """d2l's RNN encoder: embedding, then a multilayer GRU.
+    """d2l's RNN encoder: embedding, then a multilayer GRU (bidirectional on request).
 
     ``forward(X, valid_lens=None)`` returns ``(outputs, state)``: ``outputs`` ``(steps, batch,
     num_hiddens)`` (the last layer at every step) and ``state`` ``(num_layers, batch,
     num_hiddens)``. Without ``valid_lens`` every position is read, as in d2l. With them, padding
     is skipped (packed sequences): ``state`` is each sequence's state after its last real token,
     and the outputs at padded positions are 0.
+
+    With ``bidirectional=True`` (Bahdanau et al.'s encoder) a second GRU reads each sentence
+    backwards: ``outputs`` are ``(steps, batch, 2 * num_hiddens)``, the forward state at each
+    position followed by the backward one (the *annotations*), and ``state`` is ``(2 *
+    num_layers, batch, num_hiddens)``, forward and backward final states per layer (the backward
+    one is the state after reading back to the first token).
     """
 
-    def __init__(self, vocab_size: int, embed_size: int, num_hiddens: int, num_layers: int, dropout: float = 0):
+    def __init__(self, vocab_size: int, embed_size: int, num_hiddens: int, num_layers: int, dropout: float = 0,
+                 bidirectional: bool = False):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, embed_size)
-        self.rnn = nn.GRU(embed_size, num_hiddens, num_layers, dropout=dropout if num_layers > 1 else 0)
+        self.rnn = nn.GRU(embed_size, num_hiddens, num_layers, dropout=dropout if num_layers > 1 else 0,
+                          bidirectional=bidirectional)
         self.apply(init_seq2seq)
 
     def forward(self, X, valid_lens=None, *args):

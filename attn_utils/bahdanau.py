@@ -1,0 +1,114 @@
+"""Bahdanau et al. (2015): a bidirectional GRU encoder and a GRU decoder with additive attention.
+
+The equations, with ``i`` the target step and ``j`` the source position (the paper's appendix A):
+
+* annotations ``h_j = [→h_j; ←h_j]`` from a bidirectional GRU over the source;
+* initial state ``s_0 = tanh(W_s ←h_1)``, from the backward state at the first source token;
+* scores ``e_ij = v_a^T tanh(W_a s_{i-1} + U_a h_j)``, weights ``α_ij = softmax_j(e_ij)`` over the
+  real (unpadded) source positions, context ``c_i = Σ_j α_ij h_j``;
+* state ``s_i = GRU(s_{i-1}, [E y_{i-1}; c_i])``: the context enters the recurrent input;
+* output ``t_i = maxout(U_o s_i + V_o E y_{i-1} + C_o c_i)`` (the maximum of each pair of units),
+  ``p(y_i | ...) = softmax(W_o t_i)``: the context enters the output layer too.
+
+The query is the *previous* state ``s_{i-1}``, so the decoder runs one target step at a time.
+``U_a h_j`` does not depend on ``i``: it is computed once per sentence, in ``init_state``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .masking import lengths_to_mask, masked_softmax
+from .scoring import additive_score
+from .seq2seq import MODEL_BUILDERS, Decoder, EncoderDecoder, Seq2SeqEncoder, _check_tokens, init_seq2seq
+
+
+def source_lengths(valid_lens, batch: int, steps: int, device) -> torch.Tensor:
+    """``valid_lens`` as a ``(batch,)`` long tensor on ``device`` (all ``steps`` when it is ``None``)."""
+    if valid_lens is None:
+        return torch.full((batch,), steps, dtype=torch.long, device=device)
+    valid_lens = torch.as_tensor(valid_lens, device=device)
+    if valid_lens.shape != (batch,):
+        raise ValueError(f"src_valid_len must have shape ({batch},), got {tuple(valid_lens.shape)}")
+    return valid_lens.long()
+
+
+class BahdanauDecoder(Decoder):
+    """The decoder of Bahdanau et al. (2015), for a ``Seq2SeqEncoder(bidirectional=True)``.
+
+    Parameters keep the paper's names: ``W_s`` (initial state), ``W_a``, ``U_a``, ``v_a``
+    (additive scoring), ``rnn`` (a ``GRUCell`` reading ``[E y_{i-1}; c_i]``), ``U_o``, ``V_o``,
+    ``C_o`` (deep output, ``2 * num_hiddens`` units maxed in pairs) and ``W_o`` (vocabulary).
+    The encoder has ``num_hiddens`` units per direction, so annotations have ``2 * num_hiddens``.
+
+    State: ``(annotations (batch, src, 2h), U_a annotations (batch, src, a), src_valid_len
+    (batch,), s (batch, h))``. After ``forward``, ``attention_weights`` is ``(batch, steps, src)``.
+    """
+
+    has_attention = True
+    state_batch_dims = (0, 0, 0, 0)
+
+    def __init__(self, vocab_size: int, embed_size: int, num_hiddens: int, attention_hiddens: int | None = None,
+                 maxout: bool = True):
+        super().__init__()
+        h, a = num_hiddens, attention_hiddens or num_hiddens
+        self.num_hiddens, self.maxout = h, maxout
+        self.embedding = nn.Embedding(vocab_size, embed_size)
+        self.W_s = nn.Linear(h, h)
+        self.W_a = nn.Linear(h, a, bias=False)
+        self.U_a = nn.Linear(2 * h, a, bias=False)
+        self.v_a = nn.Linear(a, 1, bias=False)
+        self.rnn = nn.GRUCell(embed_size + 2 * h, h)
+        out = 2 * h if maxout else h
+        self.U_o = nn.Linear(h, out)
+        self.V_o = nn.Linear(embed_size, out, bias=False)
+        self.C_o = nn.Linear(2 * h, out, bias=False)
+        self.W_o = nn.Linear(h, vocab_size)
+        self.apply(init_seq2seq)
+
+    def init_state(self, enc_all_outputs, src_valid_len=None, *args):
+        outputs, state = enc_all_outputs  # (src, batch, 2h), (2 * layers, batch, h)
+        if outputs.shape[-1] != 2 * self.num_hiddens:
+            raise ValueError(f"BahdanauDecoder(num_hiddens={self.num_hiddens}) expects annotations of size "
+                             f"{2 * self.num_hiddens} from a bidirectional encoder, got {tuple(outputs.shape)}")
+        annotations = outputs.transpose(0, 1)  # (batch, src, 2h)
+        lens = source_lengths(src_valid_len, annotations.shape[0], annotations.shape[1], annotations.device)
+        s0 = torch.tanh(self.W_s(state[-1]))  # the last layer's backward state, ←h_1: (batch, h)
+        return annotations, self.U_a(annotations), lens, s0
+
+    def attend(self, s_prev: torch.Tensor, annotations, keys, lens):
+        """Context and weights for queries ``s_prev`` (batch, h): ``((batch, 2h), (batch, src))``."""
+        scores = additive_score(s_prev.unsqueeze(1), keys, self.W_a, nn.Identity(), self.v_a)  # (batch, 1, src)
+        weights = masked_softmax(scores, lengths_to_mask(lens, keys.shape[1]).unsqueeze(1))  # (batch, 1, src)
+        return (weights @ annotations).squeeze(1), weights.squeeze(1)
+
+    def forward(self, X, state):
+        _check_tokens(X, "the decoder's input X")
+        annotations, keys, lens, s = state
+        embs = self.embedding(X.long())  # (batch, steps, embed)
+        contexts, states, weights = [], [], []
+        for i in range(embs.shape[1]):
+            context, alpha = self.attend(s, annotations, keys, lens)  # query s_{i-1}
+            s = self.rnn(torch.cat([embs[:, i], context], dim=-1), s)  # s_i: (batch, h)
+            contexts.append(context), states.append(s), weights.append(alpha)
+        S, C = torch.stack(states, dim=1), torch.stack(contexts, dim=1)  # (batch, steps, h), (batch, steps, 2h)
+        t = self.U_o(S) + self.V_o(embs) + self.C_o(C)  # (batch, steps, 2h) with maxout, else (batch, steps, h)
+        if self.maxout:
+            t = t.unflatten(-1, (self.num_hiddens, 2)).amax(dim=-1)  # (batch, steps, h, 2) -> (batch, steps, h)
+        self.attention_weights = torch.stack(weights, dim=1)  # (batch, steps, src)
+        return self.W_o(t), (annotations, keys, lens, s)
+
+
+def make_bahdanau(src_vocab_size: int, tgt_vocab_size: int, embed_size: int = 256, num_hiddens: int = 256,
+                  attention_hiddens: int | None = None, maxout: bool = True) -> EncoderDecoder:
+    """Bahdanau et al.'s translator: ``Seq2SeqEncoder(bidirectional=True)`` (one layer, ``num_hiddens``
+    per direction) and ``BahdanauDecoder``, with its config recorded for checkpoints."""
+    config = dict(kind="bahdanau", src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
+                  embed_size=embed_size, num_hiddens=num_hiddens, attention_hiddens=attention_hiddens, maxout=maxout)
+    encoder = Seq2SeqEncoder(src_vocab_size, embed_size, num_hiddens, 1, bidirectional=True)
+    decoder = BahdanauDecoder(tgt_vocab_size, embed_size, num_hiddens, attention_hiddens, maxout)
+    return EncoderDecoder(encoder, decoder, config)
+
+
+MODEL_BUILDERS["bahdanau"] = make_bahdanau

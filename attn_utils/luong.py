@@ -1,0 +1,181 @@
+"""Luong et al. (2015): global and local attention on the current decoder state, with input feeding.
+
+At target step ``t`` (counted from 0) the stacked GRU decoder produces its top state ``h_t``; then
+
+* scores ``score(h_t, h̄_s)`` against every encoder state ``h̄_s``: ``dot`` ``h_tᵀ h̄_s``,
+  ``general`` ``h_tᵀ W_a h̄_s`` or ``concat`` ``v_aᵀ tanh(W_a [h_t; h̄_s])``;
+* weights ``a_t = softmax(scores)`` (global attention), or local attention: only the positions
+  ``s`` of the window ``|s − p_t| ≤ D`` count (the softmax runs over the window; the rest get
+  exactly 0), with the centre
+
+  - ``local="monotonic"`` (local-m): ``p_t = t``, kept inside the sentence (``min(t, S − 1)``),
+    and the window's weights used as they are;
+  - ``local="predictive"`` (local-p): ``p_t = S · sigmoid(v_pᵀ tanh(W_p h_t)) ∈ [0, S]``, and the
+    window's weights multiplied by a Gaussian ``exp(−(s − p_t)² / (2σ²))`` with ``σ = D / 2``;
+
+  (``S`` is each sentence's own length; near the sentence's edges the window simply holds fewer
+  positions);
+* context ``c_t = Σ_s a_t(s) h̄_s``, attentional state ``h̃_t = tanh(W_c [c_t; h_t])`` and output
+  ``softmax(W_s h̃_t)``;
+* input feeding: the next step's GRU input is ``[E y_t; h̃_t]``, so the decoder knows where it
+  looked before. Without it, all target steps are computed at once.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .bahdanau import source_lengths
+from .masking import lengths_to_mask, masked_softmax
+from .scoring import concat_score, dot_score, general_score
+from .seq2seq import MODEL_BUILDERS, Decoder, EncoderDecoder, Seq2SeqEncoder, _check_tokens, init_seq2seq
+
+SCORES = ("dot", "general", "concat")
+LOCAL_MODES = (None, "monotonic", "predictive")
+
+
+def local_window(centres: torch.Tensor, src_lens: torch.Tensor, num_positions: int, window: int):
+    """The window ``|s − p_t| ≤ D`` within each sentence: ``(mask, distances)``, both (batch, Q, src).
+
+    ``centres`` ``p_t`` are (batch, Q), ``src_lens`` (batch,); positions past a sentence's length
+    are outside its window.
+    """
+    positions = torch.arange(num_positions, device=centres.device, dtype=centres.dtype)  # (src,)
+    distances = positions - centres.unsqueeze(-1)  # (batch, Q, 1) -> (batch, Q, src)
+    real = lengths_to_mask(src_lens, num_positions).unsqueeze(1)  # (batch, 1, src)
+    return (distances.abs() <= window) & real, distances
+
+
+def local_attention_weights(scores: torch.Tensor, src_lens: torch.Tensor, centres: torch.Tensor, window: int,
+                            gaussian: bool) -> torch.Tensor:
+    """Luong's local weights for ``scores`` (batch, Q, src): the softmax over the window ``|s − p_t| ≤ D``
+    (exactly 0 outside), times ``exp(−(s − p_t)² / (2σ²))``, ``σ = D/2``, when ``gaussian``."""
+    inside, distances = local_window(centres, src_lens, scores.shape[-1], window)
+    weights = masked_softmax(scores, inside)  # (batch, Q, src)
+    if gaussian:
+        sigma = window / 2
+        weights = weights * torch.exp(-distances.square() / (2 * sigma ** 2))
+    return weights
+
+
+class LuongDecoder(Decoder):
+    """The decoder of Luong et al. (2015), parameterised by ``score``, ``local`` and ``window`` (D).
+
+    A stack of ``num_layers`` GRUs (the paper uses LSTMs; GRUs keep the comparison with the other
+    chapters about attention alone). It expects a unidirectional encoder with ``num_hiddens``
+    units and as many layers, whose final states start the decoder.
+
+    State: ``(encoder states (batch, src, h), src_valid_len (batch,), hidden (layers, batch, h),
+    h̃_{t-1} (batch, h), t)`` with ``t`` the number of steps decoded so far. After ``forward``,
+    ``attention_weights`` is ``(batch, steps, src)`` and ``centres`` (``p_t``) ``(batch, steps)``.
+    """
+
+    has_attention = True
+    state_batch_dims = (0, 0, 1, 0, None)
+
+    def __init__(self, vocab_size: int, embed_size: int, num_hiddens: int, num_layers: int = 2,
+                 score: str = "general", local: str | None = None, window: int = 5, input_feeding: bool = True,
+                 dropout: float = 0.0):
+        super().__init__()
+        if score not in SCORES:
+            raise ValueError(f"score must be one of {SCORES}, got {score!r}")
+        if local not in LOCAL_MODES:
+            raise ValueError(f"local must be one of {LOCAL_MODES}, got {local!r}")
+        if local is not None and (not isinstance(window, int) or window < 1):
+            raise ValueError(f"window (D) must be a positive int for local attention, got {window!r}")
+        h = num_hiddens
+        self.num_hiddens, self.score_name, self.local, self.window = h, score, local, window
+        self.input_feeding = input_feeding
+        self.embedding = nn.Embedding(vocab_size, embed_size)
+        self.rnn = nn.GRU(embed_size + (h if input_feeding else 0), h, num_layers,
+                          dropout=dropout if num_layers > 1 else 0)
+        if score == "general":
+            self.W_a = nn.Parameter(torch.empty(h, h))
+            nn.init.xavier_uniform_(self.W_a)
+        elif score == "concat":
+            self.W_a = nn.Linear(2 * h, h, bias=False)
+            self.v_a = nn.Linear(h, 1, bias=False)
+        if local == "predictive":
+            self.W_p = nn.Linear(h, h, bias=False)
+            self.v_p = nn.Linear(h, 1, bias=False)
+        self.W_c = nn.Linear(2 * h, h, bias=False)
+        self.W_s = nn.Linear(h, vocab_size)
+        self.centres = None
+        self.apply(init_seq2seq)
+
+    def init_state(self, enc_all_outputs, src_valid_len=None, *args):
+        outputs, hidden = enc_all_outputs  # (src, batch, h), (layers, batch, h)
+        if outputs.shape[-1] != self.num_hiddens or hidden.shape[0] != self.rnn.num_layers:
+            raise ValueError(f"LuongDecoder(num_hiddens={self.num_hiddens}, num_layers={self.rnn.num_layers}) "
+                             f"expects a unidirectional encoder of the same size, got outputs "
+                             f"{tuple(outputs.shape)} and state {tuple(hidden.shape)}")
+        enc = outputs.transpose(0, 1)  # (batch, src, h)
+        lens = source_lengths(src_valid_len, enc.shape[0], enc.shape[1], enc.device)
+        return enc, lens, hidden, torch.zeros_like(hidden[-1]), 0
+
+    def score(self, h_t: torch.Tensor, enc: torch.Tensor) -> torch.Tensor:
+        """``score(h_t, h̄_s)`` for queries (batch, Q, h) and encoder states (batch, src, h): (batch, Q, src)."""
+        if self.score_name == "dot":
+            return dot_score(h_t, enc, scale=1.0)
+        if self.score_name == "general":
+            return general_score(h_t, enc, self.W_a)
+        return concat_score(h_t, enc, self.W_a, self.v_a)
+
+    def centre(self, h_t: torch.Tensor, lens: torch.Tensor, first_step: int) -> torch.Tensor | None:
+        """``p_t`` for queries (batch, Q, h) at steps ``first_step, ...``: (batch, Q), or None (global)."""
+        if self.local == "monotonic":
+            steps = torch.arange(first_step, first_step + h_t.shape[1], device=h_t.device)  # (Q,)
+            return torch.minimum(steps.unsqueeze(0), (lens - 1).unsqueeze(1)).to(h_t.dtype)  # (batch, Q)
+        if self.local == "predictive":
+            fraction = torch.sigmoid(self.v_p(torch.tanh(self.W_p(h_t)))).squeeze(-1)  # (batch, Q)
+            return lens.unsqueeze(1).to(h_t.dtype) * fraction
+        return None
+
+    def attend(self, h_t: torch.Tensor, enc: torch.Tensor, lens: torch.Tensor, first_step: int):
+        """Attentional states, weights and centres for queries ``h_t`` (batch, Q, h) at steps ``first_step...``."""
+        scores = self.score(h_t, enc)  # (batch, Q, src)
+        centres = self.centre(h_t, lens, first_step)
+        if centres is None:
+            weights = masked_softmax(scores, lengths_to_mask(lens, enc.shape[1]).unsqueeze(1))
+        else:
+            weights = local_attention_weights(scores, lens, centres, self.window, self.local == "predictive")
+        context = weights @ enc  # (batch, Q, src) @ (batch, src, h) -> (batch, Q, h)
+        attentional = torch.tanh(self.W_c(torch.cat([context, h_t], dim=-1)))  # h̃_t: (batch, Q, h)
+        return attentional, weights, centres
+
+    def forward(self, X, state):
+        _check_tokens(X, "the decoder's input X")
+        enc, lens, hidden, feed, t = state
+        embs = self.embedding(X.t().long())  # (steps, batch, embed)
+        if self.input_feeding:
+            outs, weights, centres = [], [], []
+            for emb in embs:  # one step at a time: h̃_{t-1} is part of step t's input
+                top, hidden = self.rnn(torch.cat([emb, feed], dim=-1).unsqueeze(0), hidden)  # (1, batch, h)
+                attentional, w, c = self.attend(top.transpose(0, 1), enc, lens, t)  # (batch, 1, h)
+                feed, t = attentional.squeeze(1), t + 1
+                outs.append(attentional), weights.append(w), centres.append(c)
+            attentional, weights = torch.cat(outs, dim=1), torch.cat(weights, dim=1)  # (batch, steps, ...)
+            centres = None if centres[0] is None else torch.cat(centres, dim=1)
+        else:
+            tops, hidden = self.rnn(embs, hidden)  # (steps, batch, h)
+            attentional, weights, centres = self.attend(tops.transpose(0, 1), enc, lens, t)
+            feed, t = attentional[:, -1], t + embs.shape[0]
+        self.attention_weights, self.centres = weights, centres
+        return self.W_s(attentional), (enc, lens, hidden, feed, t)  # logits (batch, steps, vocab)
+
+
+def make_luong(src_vocab_size: int, tgt_vocab_size: int, embed_size: int = 256, num_hiddens: int = 256,
+               num_layers: int = 2, score: str = "general", local: str | None = None, window: int = 5,
+               input_feeding: bool = True, dropout: float = 0.0) -> EncoderDecoder:
+    """Luong et al.'s translator: chapter 4's ``Seq2SeqEncoder`` and a ``LuongDecoder``, config recorded."""
+    config = dict(kind="luong", src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
+                  embed_size=embed_size, num_hiddens=num_hiddens, num_layers=num_layers, score=score, local=local,
+                  window=window, input_feeding=input_feeding, dropout=dropout)
+    encoder = Seq2SeqEncoder(src_vocab_size, embed_size, num_hiddens, num_layers, dropout)
+    decoder = LuongDecoder(tgt_vocab_size, embed_size, num_hiddens, num_layers, score, local, window,
+                           input_feeding, dropout)
+    return EncoderDecoder(encoder, decoder, config)
+
+
+MODEL_BUILDERS["luong"] = make_luong

@@ -1,0 +1,449 @@
+"""Bahdanau's and Luong's translators: the papers' equations by hand, local windows, padding,
+incremental decoding, and training runs that only succeed when attention works."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from attn_utils import corpus_bleu
+from attn_utils.bahdanau import BahdanauDecoder, make_bahdanau
+from attn_utils.compare import TRANSLATORS, build_translator, compare_translators, format_table, train_and_score
+from attn_utils.data import load_translation_data
+from attn_utils.decoding import beam_search, greedy_decode
+from attn_utils.evaluate import alignment_error, evaluate_bleu, forced_attention
+from attn_utils.luong import LuongDecoder, local_attention_weights, local_window, make_luong
+from attn_utils.seq2seq import Seq2SeqEncoder, build_model, make_seq2seq
+from attn_utils.train import sequence_loss, train_seq2seq
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+V_SRC, V_TGT, E, H = 11, 13, 8, 12
+SRC = torch.tensor([[4, 5, 6, 7, 2], [8, 9, 2, 0, 0], [4, 4, 5, 2, 0]])
+SRC_LEN = torch.tensor([5, 3, 4])
+DEC_IN = torch.tensor([[1, 4, 5, 6, 7, 8], [1, 9, 10, 0, 0, 0], [1, 4, 4, 4, 4, 0]])
+
+#: every attention configuration of the two decoders: (name, builder)
+CONFIGS = {
+    "bahdanau": lambda: make_bahdanau(V_SRC, V_TGT, E, H),
+    "bahdanau-no-maxout": lambda: make_bahdanau(V_SRC, V_TGT, E, H, attention_hiddens=7, maxout=False),
+    "luong-dot": lambda: make_luong(V_SRC, V_TGT, E, H, 2, score="dot"),
+    "luong-general": lambda: make_luong(V_SRC, V_TGT, E, H, 2, score="general"),
+    "luong-concat": lambda: make_luong(V_SRC, V_TGT, E, H, 2, score="concat"),
+    "luong-local-m": lambda: make_luong(V_SRC, V_TGT, E, H, 2, local="monotonic", window=1),
+    "luong-local-p": lambda: make_luong(V_SRC, V_TGT, E, H, 2, local="predictive", window=2),
+    "luong-no-input-feeding": lambda: make_luong(V_SRC, V_TGT, E, H, 1, score="concat", input_feeding=False),
+    "luong-local-p-no-input-feeding": lambda: make_luong(V_SRC, V_TGT, E, H, 1, local="predictive",
+                                                         input_feeding=False),
+}
+
+
+def _model(name, seed=0):
+    torch.manual_seed(seed)
+    return CONFIGS[name]().eval()
+
+
+# ----------------------------------------------------------------------------------------------
+# The bidirectional encoder
+# ----------------------------------------------------------------------------------------------
+
+def test_bidirectional_encoder_annotations_and_padding():
+    torch.manual_seed(0)
+    enc = Seq2SeqEncoder(V_SRC, E, H, 1, bidirectional=True)
+    outputs, state = enc(SRC, SRC_LEN)
+    assert outputs.shape == (5, 3, 2 * H) and state.shape == (2, 3, H)
+    for b, n in enumerate(SRC_LEN.tolist()):
+        alone_out, alone_state = enc(SRC[b:b + 1, :n])
+        torch.testing.assert_close(outputs[:n, b], alone_out[:, 0])  # padding changes nothing
+        torch.testing.assert_close(state[:, b], alone_state[:, 0])
+        torch.testing.assert_close(state[0, b], outputs[n - 1, b, :H])  # forward: after the last token
+        torch.testing.assert_close(state[1, b], outputs[0, b, H:])  # backward: after reading back to the first
+        assert torch.all(outputs[n:, b] == 0)
+    # The backward half at position j has read tokens j..end only: changing token 0 leaves it alone.
+    changed = SRC.clone()
+    changed[0, 0] = 9
+    out2, _ = enc(changed, SRC_LEN)
+    torch.testing.assert_close(out2[1:, 0, H:], outputs[1:, 0, H:])
+    assert not torch.allclose(out2[1:, 0, :H], outputs[1:, 0, :H])
+
+
+# ----------------------------------------------------------------------------------------------
+# The papers' equations, written out by hand
+# ----------------------------------------------------------------------------------------------
+
+def _gru_cell(x, h, cell):
+    """One GRU step from the cell's weights (the equations, not torch's module)."""
+    gi, gh = x @ cell.weight_ih.T + cell.bias_ih, h @ cell.weight_hh.T + cell.bias_hh
+    i_r, i_z, i_n = gi.chunk(3, -1)
+    h_r, h_z, h_n = gh.chunk(3, -1)
+    r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
+    n = torch.tanh(i_n + r * h_n)
+    return (1 - z) * n + z * h
+
+
+@pytest.mark.parametrize("maxout", [True, False])
+def test_bahdanau_decoder_follows_the_paper(maxout):
+    torch.manual_seed(1)
+    model = make_bahdanau(V_SRC, V_TGT, E, H, attention_hiddens=5, maxout=maxout).eval()
+    dec: BahdanauDecoder = model.decoder
+    with torch.no_grad():
+        logits = model(SRC, DEC_IN, SRC_LEN)
+        annotations, _ = model.encoder(SRC, SRC_LEN)
+        for b, n in enumerate(SRC_LEN.tolist()):
+            h = annotations[:n, b]  # (n, 2H): the real source positions only
+            backward_first = h[0, H:]
+            s = torch.tanh(dec.W_s.weight @ backward_first + dec.W_s.bias)
+            for i, y_prev in enumerate(DEC_IN[b].tolist()):
+                e = torch.stack([dec.v_a.weight[0] @ torch.tanh(dec.W_a.weight @ s + dec.U_a.weight @ h[j])
+                                 for j in range(n)])
+                alpha = torch.exp(e) / torch.exp(e).sum()
+                c = (alpha[:, None] * h).sum(0)
+                emb = dec.embedding.weight[y_prev]
+                s = _gru_cell(torch.cat([emb, c]), s, dec.rnn)
+                t = dec.U_o.weight @ s + dec.U_o.bias + dec.V_o.weight @ emb + dec.C_o.weight @ c
+                if maxout:
+                    t = torch.stack([torch.maximum(t[2 * k], t[2 * k + 1]) for k in range(H)])
+                out = dec.W_o.weight @ t + dec.W_o.bias
+                torch.testing.assert_close(logits[b, i], out, atol=1e-5, rtol=1e-5)
+                torch.testing.assert_close(dec.attention_weights[b, i, :n], alpha, atol=1e-6, rtol=1e-5)
+                assert torch.all(dec.attention_weights[b, i, n:] == 0)
+
+
+def _luong_score(dec, h_t, hs):
+    if dec.score_name == "dot":
+        return torch.stack([h_t @ h_s for h_s in hs])
+    if dec.score_name == "general":
+        return torch.stack([h_t @ dec.W_a @ h_s for h_s in hs])
+    return torch.stack([dec.v_a.weight[0] @ torch.tanh(dec.W_a.weight @ torch.cat([h_t, h_s])) for h_s in hs])
+
+
+@pytest.mark.parametrize("local", [None, "monotonic", "predictive"])
+@pytest.mark.parametrize("score", ["dot", "general", "concat"])
+def test_luong_decoder_follows_the_paper(score, local):
+    torch.manual_seed(2)
+    D = 1
+    model = make_luong(V_SRC, V_TGT, E, H, 2, score=score, local=local, window=D).eval()
+    dec: LuongDecoder = model.decoder
+    with torch.no_grad():
+        logits = model(SRC, DEC_IN, SRC_LEN)
+        enc_out, enc_state = model.encoder(SRC, SRC_LEN)
+        for b, S in enumerate(SRC_LEN.tolist()):
+            hs = enc_out[:S, b]  # (S, H)
+            layer0, layer1 = enc_state[0, b], enc_state[1, b]
+            feed = torch.zeros(H)
+            for t, y_prev in enumerate(DEC_IN[b].tolist()):
+                x = torch.cat([dec.embedding.weight[y_prev], feed])  # input feeding
+                layer0 = _gru_cell(x, layer0, _cell(dec.rnn, 0))
+                layer1 = _gru_cell(layer0, layer1, _cell(dec.rnn, 1))
+                h_t = layer1
+                scores = _luong_score(dec, h_t, hs)
+                if local is None:
+                    a = torch.softmax(scores, 0)
+                else:
+                    if local == "monotonic":
+                        p = float(min(t, S - 1))
+                    else:
+                        p = S * torch.sigmoid(dec.v_p.weight[0] @ torch.tanh(dec.W_p.weight @ h_t))
+                        assert 0 <= float(p) <= S
+                    inside = [s for s in range(S) if abs(s - float(p)) <= D]
+                    a = torch.zeros(S)
+                    a[inside] = torch.softmax(scores[inside], 0)
+                    if local == "predictive":
+                        a = a * torch.exp(-(torch.arange(S) - p) ** 2 / (2 * (D / 2) ** 2))
+                    torch.testing.assert_close(dec.centres[b, t], torch.as_tensor(p, dtype=torch.float32))
+                c = (a[:, None] * hs).sum(0)
+                feed = torch.tanh(dec.W_c.weight @ torch.cat([c, h_t]))  # h̃_t
+                torch.testing.assert_close(logits[b, t], dec.W_s.weight @ feed + dec.W_s.bias, atol=1e-5, rtol=1e-5)
+                torch.testing.assert_close(dec.attention_weights[b, t, :S], a, atol=1e-6, rtol=1e-5)
+                assert torch.all(dec.attention_weights[b, t, S:] == 0)
+
+
+class _cell:
+    """Layer ``k`` of an ``nn.GRU`` seen as a ``GRUCell`` (its four weight tensors)."""
+
+    def __init__(self, rnn, k):
+        self.weight_ih, self.weight_hh = getattr(rnn, f"weight_ih_l{k}"), getattr(rnn, f"weight_hh_l{k}")
+        self.bias_ih, self.bias_hh = getattr(rnn, f"bias_ih_l{k}"), getattr(rnn, f"bias_hh_l{k}")
+
+
+# ----------------------------------------------------------------------------------------------
+# Local attention
+# ----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("gaussian", [False, True])
+@pytest.mark.parametrize("window", [1, 2, 3])
+def test_local_weights_are_zero_outside_the_window_and_global_times_gaussian_inside(window, gaussian):
+    g = torch.Generator().manual_seed(window)
+    batch, Q, S = 4, 6, 9
+    scores = torch.randn(batch, Q, S, generator=g) * 3
+    lens = torch.tensor([9, 5, 1, 7])
+    centres = torch.rand(batch, Q, generator=g) * lens[:, None]  # p_t in [0, S]
+    centres[0, 0], centres[1, 1], centres[3, 2] = 0.0, 5.0, 6.5  # at and past the edges
+    weights = local_attention_weights(scores, lens, centres, window, gaussian)
+    sigma = window / 2
+    for b in range(batch):
+        for q in range(Q):
+            p = float(centres[b, q])
+            inside = [s for s in range(int(lens[b])) if abs(s - p) <= window]
+            outside = [s for s in range(S) if s not in inside]
+            assert torch.all(weights[b, q, outside] == 0)
+            expected = torch.softmax(scores[b, q, inside], 0)  # the global weights, restricted to the window
+            if gaussian:
+                expected = expected * torch.tensor([math.exp(-(s - p) ** 2 / (2 * sigma ** 2)) for s in inside])
+            torch.testing.assert_close(weights[b, q, inside], expected)
+    mask, distances = local_window(centres, lens, S, window)
+    assert mask.shape == distances.shape == (batch, Q, S)
+
+
+def test_local_weights_have_finite_gradients_and_local_p_learns_its_centre():
+    torch.manual_seed(0)
+    model = make_luong(V_SRC, V_TGT, E, H, 1, local="predictive", window=2)
+    logits = model(SRC, DEC_IN, SRC_LEN)
+    logits.sum().backward()
+    grads = [p.grad for p in model.parameters()]
+    assert all(gr is not None and torch.isfinite(gr).all() for gr in grads)
+    assert model.decoder.W_p.weight.grad.abs().sum() > 0 and model.decoder.v_p.weight.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("scale", [1.0, 100.0, -100.0])
+def test_local_p_centres_stay_in_the_sentence(scale):
+    model = _model("luong-local-p")
+    with torch.no_grad():
+        model.decoder.v_p.weight.mul_(scale)  # saturates the sigmoid at ±100
+        model(SRC, DEC_IN, SRC_LEN)
+    centres = model.decoder.centres  # (batch, steps)
+    assert centres.shape == DEC_IN.shape
+    assert torch.all(centres >= 0) and torch.all(centres <= SRC_LEN[:, None].float())
+    # Even at p_t = S the window still holds the last source position.
+    assert torch.all(model.decoder.attention_weights.sum(-1) > 0)
+
+
+def test_local_m_centre_is_the_target_step_kept_inside_the_sentence():
+    model = _model("luong-local-m")
+    with torch.no_grad():
+        model(SRC, DEC_IN, SRC_LEN)
+    expected = torch.minimum(torch.arange(6)[None, :], SRC_LEN[:, None] - 1).float()
+    torch.testing.assert_close(model.decoder.centres, expected)
+    weights = model.decoder.attention_weights
+    torch.testing.assert_close(weights.sum(-1), torch.ones(3, 6))  # no Gaussian: the window's softmax
+
+
+# ----------------------------------------------------------------------------------------------
+# Shapes, padding, incremental decoding, beam search, checkpoints
+# ----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_shapes_and_padding(name):
+    model = _model(name)
+    with torch.no_grad():
+        logits = model(SRC, DEC_IN, SRC_LEN)
+        weights = model.decoder.attention_weights
+        assert logits.shape == (3, 6, V_TGT) and weights.shape == (3, 6, 5)
+        for b, n in enumerate(SRC_LEN.tolist()):
+            assert torch.all(weights[b, :, n:] == 0)  # never on padding
+            alone = model(SRC[b:b + 1, :n], DEC_IN[b:b + 1], SRC_LEN[b:b + 1])
+            torch.testing.assert_close(alone[0], logits[b], atol=1e-5, rtol=1e-5)
+        assert torch.isfinite(logits).all()
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_step_by_step_decoding_equals_one_call(name):
+    model = _model(name)
+    with torch.no_grad():
+        full = model(SRC, DEC_IN, SRC_LEN)
+        full_weights = model.decoder.attention_weights
+        state = model.decoder.init_state(model.encoder(SRC, SRC_LEN), SRC_LEN)
+        steps, weights = [], []
+        for i in range(DEC_IN.shape[1]):
+            out, state = model.decoder(DEC_IN[:, i:i + 1], state)
+            steps.append(out), weights.append(model.decoder.attention_weights)
+    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(torch.cat(weights, 1), full_weights, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["bahdanau", "luong-general", "luong-local-m", "luong-local-p"])
+def test_beam_one_equals_greedy_and_beams_carry_attention(name):
+    model = _model(name)
+    greedy = greedy_decode(model, SRC, SRC_LEN, bos=1, eos=2, max_len=7)
+    beam1 = beam_search(model, SRC, SRC_LEN, bos=1, eos=2, max_len=7, beam_size=1)
+    assert greedy.tokens == beam1.tokens
+    beam3 = beam_search(model, SRC, SRC_LEN, bos=1, eos=2, max_len=7, beam_size=3)
+    for b, toks in enumerate(beam3.tokens):
+        attn = beam3.attention[b]
+        assert attn.shape[1] == 5 and attn.shape[0] in (len(toks), len(toks) + 1)
+        assert torch.all(attn[:, int(SRC_LEN[b]):] == 0)
+    assert all(b >= g - 1e-5 for b, g in zip(beam3.scores, greedy.scores))
+
+
+@pytest.mark.parametrize("name", ["bahdanau", "luong-local-p"])
+def test_checkpoint_config_rebuilds_the_model(name):
+    model = _model(name)
+    rebuilt = build_model(model.config)
+    rebuilt.load_state_dict(model.state_dict())
+    rebuilt.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(rebuilt(SRC, DEC_IN, SRC_LEN), model(SRC, DEC_IN, SRC_LEN))
+
+
+def test_bad_configurations_raise_value_errors():
+    with pytest.raises(ValueError, match="score must be one of"):
+        make_luong(V_SRC, V_TGT, E, H, score="cosine")
+    with pytest.raises(ValueError, match="local must be one of"):
+        make_luong(V_SRC, V_TGT, E, H, local="local-p")
+    with pytest.raises(ValueError, match="window"):
+        make_luong(V_SRC, V_TGT, E, H, local="predictive", window=0)
+    enc_bi = Seq2SeqEncoder(V_SRC, E, H, 2, bidirectional=True)
+    with pytest.raises(ValueError, match="unidirectional encoder"):
+        LuongDecoder(V_TGT, E, H, 2).init_state(enc_bi(SRC, SRC_LEN), SRC_LEN)
+    enc_uni = Seq2SeqEncoder(V_SRC, E, H, 1)
+    with pytest.raises(ValueError, match="bidirectional encoder"):
+        BahdanauDecoder(V_TGT, E, H).init_state(enc_uni(SRC, SRC_LEN), SRC_LEN)
+    model = _model("bahdanau")
+    with pytest.raises(ValueError, match=r"src_valid_len must have shape \(3,\)"):
+        model.decoder.init_state(model.encoder(SRC, SRC_LEN), torch.tensor([5, 3]))
+    with pytest.raises(ValueError, match="integer tensor"):
+        _model("luong-dot").decoder(torch.rand(3, 2), None)
+    with pytest.raises(ValueError, match="must be one of"):
+        build_translator("Transformer", None)
+
+
+# ----------------------------------------------------------------------------------------------
+# Training: memorising a few pairs, and a task that needs attention
+# ----------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def grammar():
+    return load_translation_data("grammar", verbose=False)
+
+
+@pytest.mark.parametrize("name", list(TRANSLATORS))
+def test_each_model_memorises_a_handful_of_pairs(name):
+    tiny = load_translation_data("grammar", num_train=8, min_freq=1, verbose=False)
+    torch.manual_seed(0)
+    model = build_translator(name, tiny, embed_size=16, num_hiddens=32, num_layers=1, window=2)
+    reached = None
+    for k in range(6):  # at most 6 x 50 steps; stop as soon as the training pairs come back exactly
+        train_seq2seq(model, tiny, lr=1e-2, max_steps=50, batch_size=8, warmup=0, label_smoothing=0.0,
+                      eval_points=0, progress=False, seed=k)
+        if evaluate_bleu(model, tiny, "train") > 99.999:
+            reached = 50 * (k + 1)
+            break
+    assert reached is not None, f"{name} did not memorise 8 pairs in 300 steps"
+
+
+def _copy_batch(n, length, vocab, generator):
+    """Random sentences to be copied: ``(src with <eos>, valid lengths, decoder input)``."""
+    tokens = torch.randint(4, vocab, (n, length), generator=generator)
+    src = torch.cat([tokens, torch.full((n, 1), 2)], 1)
+    return src, torch.full((n,), length + 1), torch.cat([torch.full((n, 1), 1), src[:, :-1]], 1)
+
+
+@pytest.mark.parametrize("name", list(TRANSLATORS))
+def test_copying_long_random_sentences_needs_attention(name):
+    """With 32 hidden units, a summary vector cannot hold 10 random tokens, but attention can look
+    each one up: the attention models copy unseen sentences almost perfectly, the baseline cannot.
+    A model whose attention is broken (uniform, masked wrongly, looking at the wrong step) fails."""
+    length, vocab = 10, 16
+    torch.manual_seed(0)
+    model = TRANSLATORS[name](vocab, vocab, 16, 32, 1, 2)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    g = torch.Generator().manual_seed(0)
+    for _ in range(300):
+        src, lens, dec_in = _copy_batch(32, length, vocab, g)
+        loss = sequence_loss(model(src, dec_in, lens), src)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    src, lens, _ = _copy_batch(100, length, vocab, torch.Generator().manual_seed(1))
+    out = greedy_decode(model, src, lens, bos=1, eos=2, max_len=length + 2)
+    correct = sum(a == b for toks, row in zip(out.tokens, src[:, :-1].tolist()) for a, b in zip(toks, row))
+    accuracy = correct / (100 * length)
+    if name == "no attention":
+        assert accuracy < 0.5, accuracy
+    else:
+        assert accuracy > 0.9, accuracy
+        hyps = [" ".join(map(str, t)) for t in out.tokens]
+        refs = [" ".join(map(str, r)) for r in src[:, :-1].tolist()]
+        assert corpus_bleu(hyps, refs) > 80
+
+
+# ----------------------------------------------------------------------------------------------
+# Alignment error and the comparison helpers
+# ----------------------------------------------------------------------------------------------
+
+def test_forced_attention_and_alignment_error(grammar):
+    torch.manual_seed(0)
+    model = make_bahdanau(len(grammar.src_vocab), len(grammar.tgt_vocab), 8, 8)
+    matrices = forced_attention(model, grammar, "test")
+    pairs = grammar.test
+    assert len(matrices) == len(pairs)
+    for m, s, t in zip(matrices, pairs.src, pairs.tgt):
+        assert m.shape == (len(t) + 1, len(s) + 1)
+        torch.testing.assert_close(m.sum(-1), torch.ones(len(t) + 1))
+    aer = alignment_error(model, grammar, "test")
+    assert 0.0 <= aer <= 1.0
+    # Attention put by hand on the gold links scores 0.
+    gold = []
+    for s, t, links in zip(pairs.src, pairs.tgt, pairs.alignments):
+        m = torch.zeros(len(t) + 1, len(s) + 1)
+        m[:, len(s)] = 1.0
+        for i, j in links:
+            m[j] = 0.0
+            m[j, i] = 1.0
+        gold.append(m)
+    from attn_utils.metrics import attention_aer
+
+    lens = [len(s) for s in pairs.src]
+    # Not exactly 0: a French word linked to two English words gets one link from an argmax.
+    assert attention_aer(gold, pairs.alignments, src_lens=lens) < 0.05
+    reversed_words = [torch.cat([m[:, :-1].flip(-1), m[:, -1:]], dim=-1) for m in gold]
+    assert attention_aer(reversed_words, pairs.alignments, src_lens=lens) > 0.5
+    with pytest.raises(ValueError, match="no attention weights"):
+        forced_attention(make_seq2seq(len(grammar.src_vocab), len(grammar.tgt_vocab), 8, 8, 1), grammar)
+
+
+def test_alignment_error_needs_gold_alignments(grammar):
+    class NoGold:
+        source = "tatoeba"
+
+        def pairs(self, split):
+            return type("P", (), {"alignments": None})()
+
+    with pytest.raises(ValueError, match="no gold alignments"):
+        alignment_error(make_bahdanau(5, 5, 4, 4), NoGold())
+
+
+def test_compare_translators_rows(grammar):
+    models, rows = compare_translators(grammar, names=["no attention", "Luong dot"], embed_size=8, num_hiddens=8,
+                                       num_layers=1, max_steps=3, batch_size=16, progress=False)
+    assert list(models) == [r["model"] for r in rows] == ["no attention", "Luong dot"]
+    assert rows[0]["aer"] is None and 0.0 <= rows[1]["aer"] <= 1.0
+    for r in rows:
+        assert r["steps"] == 3 and r["parameters"] == sum(p.numel() for p in models[r["model"]].parameters())
+        assert r["seconds_per_epoch"] == pytest.approx(r["train_seconds"] / 3 * math.ceil(len(grammar.train) / 16))
+        assert 0.0 <= r["bleu"] <= 100.0
+    table = format_table(rows).splitlines()
+    assert len(table) == 3 and table[1].split()[:2] == ["no", "attention"] and " - " in table[1]
+    _, row = train_and_score("Bahdanau", grammar, embed_size=8, num_hiddens=8, max_steps=2, batch_size=16,
+                             progress=False)
+    assert row["model"] == "Bahdanau" and row["aer"] is not None
+
+
+# ----------------------------------------------------------------------------------------------
+# Devices
+# ----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["bahdanau", "luong-concat", "luong-local-p"])
+def test_same_outputs_on_every_device(name, any_device):
+    model = _model(name)
+    with torch.no_grad():
+        expected = model(SRC, DEC_IN, SRC_LEN)
+        model.to(any_device)
+        got = model(SRC.to(any_device), DEC_IN.to(any_device), SRC_LEN.to(any_device))
+        weights = model.decoder.attention_weights
+    assert got.device.type == any_device.type and weights.device.type == any_device.type
+    torch.testing.assert_close(got.cpu(), expected, atol=1e-4, rtol=1e-4)
+    out = greedy_decode(model, SRC.to(any_device), SRC_LEN.to(any_device), bos=1, eos=2, max_len=5)
+    assert len(out.tokens) == 3
