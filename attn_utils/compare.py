@@ -13,7 +13,7 @@ import math
 from typing import Callable
 
 from .bahdanau import make_bahdanau
-from .device import set_seed
+from .device import get_device, set_seed
 from .evaluate import alignment_error, evaluate_bleu
 from .luong import make_luong
 from .seq2seq import EncoderDecoder, make_seq2seq
@@ -44,10 +44,14 @@ def build_translator(name: str, data, embed_size: int = 256, num_hiddens: int = 
 def train_and_score(name: str, data, *, embed_size: int = 256, num_hiddens: int = 256, num_layers: int = 2,
                     window: int = 2, seed: int = 0, device=None, split: str = "test",
                     **train_kwargs) -> tuple[EncoderDecoder, dict]:
-    """Build, train (``train_seq2seq(**train_kwargs)``) and score one model: ``(model, row)``."""
+    """Build, train (``train_seq2seq(**train_kwargs)``) and score one model: ``(model, row)``.
+
+    ``device=None`` means ``get_device()`` (a GPU when there is one).
+    """
     from .train import train_seq2seq
 
     set_seed(seed)
+    device = get_device() if device is None else device
     model = build_translator(name, data, embed_size, num_hiddens, num_layers, window, device)
     train_kwargs.setdefault("eval_points", 0)
     history = train_seq2seq(model, data, seed=seed, **train_kwargs)

@@ -174,6 +174,9 @@ def test_auto_falls_back_to_the_grammar_corpus_in_one_line(tmp_path, capsys):
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(TatoebaUnavailable):
         load_translation_data("tatoeba", cache_dir=tmp_path, verbose=False)
+    # The chapters ask for a Tatoeba-sized training set; offline they get the whole bundled one.
+    fallback = load_translation_data(cache_dir=tmp_path, num_train=40_000, verbose=False)
+    assert fallback.source == "grammar" and fallback.sizes() == {"train": 2000, "val": 250, "test": 250}
 
 
 def test_tatoeba_from_a_local_copy_end_to_end(tmp_path):

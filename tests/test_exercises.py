@@ -14,7 +14,7 @@ from attn_utils.exercises import ExerciseFailed, check_exercise, grade
 from tools import editions, notebook_setup
 
 ROOT = Path(__file__).resolve().parents[1]
-PART1 = [p for p in notebook_setup.notebooks() if p.parent.name == "part1_intuition"]
+CHAPTERS = notebook_setup.notebooks()
 CODING = {}  # label -> (notebook, cells)
 for _path in notebook_setup.notebooks():
     for _label, _cells in editions.coding_exercises(nbformat.read(_path, as_version=4)).items():
@@ -35,7 +35,7 @@ def test_every_checker_belongs_to_a_notebook_exercise_and_back():
     assert sorted(exercises.labels()) == LABELS
 
 
-@pytest.mark.parametrize("path", PART1, ids=[p.name for p in PART1])
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.name for p in CHAPTERS])
 def test_each_chapter_has_two_or_more_checked_coding_exercises(path):
     assert sum(nb_path == path for nb_path, _ in CODING.values()) >= 2
 
@@ -139,3 +139,12 @@ def test_checkers_catch_results_left_on_the_cpu(label, gpu_device):
 
     message = grade(label, on_cpu, device=gpu_device).message
     assert f"expected a tensor on {gpu_device.type}" in message
+
+
+def test_the_instructors_page_lists_every_exercise():
+    """instructors.md has one row per chapter naming its exercises: it must not fall behind the notebooks."""
+    page = (ROOT / "instructors.md").read_text(encoding="utf-8")
+    for path in CHAPTERS:
+        text = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown")
+        for label in re.findall(r":label: (ch\d\d-[\w-]+)", text):
+            assert f"`{label}`" in page, f"{label} ({path.name}) is missing from instructors.md"

@@ -159,12 +159,16 @@ def load_translation_data(source: str = "auto", *, data_path: str | os.PathLike 
       default: the longest sentence of the corpus plus ``<eos>``, so nothing is truncated.
     * ``num_examples``: size of a bundled corpus (default: the committed snapshot's).
     """
+    requested = source
     source, corpus = _load_corpus(source, data_path, cache_dir, num_examples, verbose)
     tatoeba = source == "tatoeba"
     if num_val is None:
         num_val = TATOEBA_EVAL_SIZE if tatoeba else len(corpus) // 10
     if num_test is None:
         num_test = TATOEBA_EVAL_SIZE if tatoeba else len(corpus) // 10
+    if requested == "auto" and not tatoeba and num_train is not None:
+        # fell back to the small bundled corpus: a Tatoeba-sized num_train takes what it has
+        num_train = min(num_train, max(0, len(corpus) - num_val - num_test))
     if max_eval_len == "auto":
         max_eval_len = TATOEBA_MAX_EVAL_LEN if tatoeba else None
     split = split_by_source(corpus, num_val, num_test, num_train, max_eval_len, seed)
