@@ -7,7 +7,7 @@ corpus, whose gold alignments give the alignment error rate. Times are seconds o
 machine; relative to the no-attention model they mean the same elsewhere.
 
     .venv/bin/python benchmarks/compare_translators.py                 # about 25 min on 2 CPU cores
-    .venv/bin/python benchmarks/compare_translators.py --steps 50 --out /tmp/quick.json
+    .venv/bin/python benchmarks/compare_translators.py --steps 50 --out quick.json
 """
 
 from __future__ import annotations
