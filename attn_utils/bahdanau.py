@@ -21,17 +21,15 @@ from torch import nn
 
 from .masking import lengths_to_mask, masked_softmax
 from .scoring import additive_score
-from .seq2seq import MODEL_BUILDERS, Decoder, EncoderDecoder, Seq2SeqEncoder, _check_tokens, init_seq2seq
-
-
-def source_lengths(valid_lens, batch: int, steps: int, device) -> torch.Tensor:
-    """``valid_lens`` as a ``(batch,)`` long tensor on ``device`` (all ``steps`` when it is ``None``)."""
-    if valid_lens is None:
-        return torch.full((batch,), steps, dtype=torch.long, device=device)
-    valid_lens = torch.as_tensor(valid_lens, device=device)
-    if valid_lens.shape != (batch,):
-        raise ValueError(f"src_valid_len must have shape ({batch},), got {tuple(valid_lens.shape)}")
-    return valid_lens.long()
+from .seq2seq import (
+    MODEL_BUILDERS,
+    Decoder,
+    EncoderDecoder,
+    Seq2SeqEncoder,
+    _check_tokens,
+    init_seq2seq,
+    source_lengths,
+)
 
 
 class BahdanauDecoder(Decoder):

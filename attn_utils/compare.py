@@ -17,6 +17,7 @@ from .device import get_device, set_seed
 from .evaluate import alignment_error, evaluate_bleu
 from .luong import make_luong
 from .seq2seq import EncoderDecoder, make_seq2seq
+from .train import train_seq2seq
 
 #: name -> builder(src_vocab_size, tgt_vocab_size, embed_size, num_hiddens, num_layers, window) of each
 #: compared model. Bahdanau's translator has one layer (a bidirectional encoder), as in the paper.
@@ -48,8 +49,6 @@ def train_and_score(name: str, data, *, embed_size: int = 256, num_hiddens: int 
 
     ``device=None`` means ``get_device()`` (a GPU when there is one).
     """
-    from .train import train_seq2seq
-
     set_seed(seed)
     device = get_device() if device is None else device
     model = build_translator(name, data, embed_size, num_hiddens, num_layers, window, device)

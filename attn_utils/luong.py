@@ -26,10 +26,17 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .bahdanau import source_lengths
 from .masking import lengths_to_mask, masked_softmax
 from .scoring import concat_score, dot_score, general_score
-from .seq2seq import MODEL_BUILDERS, Decoder, EncoderDecoder, Seq2SeqEncoder, _check_tokens, init_seq2seq
+from .seq2seq import (
+    MODEL_BUILDERS,
+    Decoder,
+    EncoderDecoder,
+    Seq2SeqEncoder,
+    _check_tokens,
+    init_seq2seq,
+    source_lengths,
+)
 
 SCORES = ("dot", "general", "concat")
 LOCAL_MODES = (None, "monotonic", "predictive")

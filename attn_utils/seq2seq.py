@@ -33,6 +33,16 @@ def _check_tokens(X: torch.Tensor, what: str) -> None:
         raise ValueError(f"{what} must be an integer tensor of token indices (batch, steps), got {got}")
 
 
+def source_lengths(valid_lens, batch: int, steps: int, device) -> torch.Tensor:
+    """``valid_lens`` as a ``(batch,)`` long tensor on ``device`` (all ``steps`` when it is ``None``)."""
+    if valid_lens is None:
+        return torch.full((batch,), steps, dtype=torch.long, device=device)
+    valid_lens = torch.as_tensor(valid_lens, device=device)
+    if valid_lens.shape != (batch,):
+        raise ValueError(f"src_valid_len must have shape ({batch},), got {tuple(valid_lens.shape)}")
+    return valid_lens.long()
+
+
 class Encoder(nn.Module):
     """The base encoder interface: ``forward(X, *args)``."""
 
