@@ -45,6 +45,20 @@ from .evaluate import (
 from .bahdanau import BahdanauDecoder, make_bahdanau
 from .compare import TRANSLATORS, build_translator, compare_translators, format_table, train_and_score
 from .luong import LuongDecoder, local_attention_weights, make_luong
+from .multihead import MultiHeadAttention, merge_heads, split_heads, transpose_output, transpose_qkv
+from .positional import LearnedPositionalEncoding, PositionalEncoding, relative_shift_matrix, sinusoidal_encoding
+from .transformer import (
+    AddNorm,
+    PositionWiseFFN,
+    TransformerDecoder,
+    TransformerDecoderBlock,
+    TransformerEncoder,
+    TransformerEncoderBlock,
+    causal_mask,
+    greedy_decode_uncached,
+    make_transformer,
+    transformer_attention,
+)
 from .seq2seq import Decoder, Encoder, EncoderDecoder, Seq2SeqDecoder, Seq2SeqEncoder, build_model, make_seq2seq
 from .train import History, load_checkpoint, plot_history, save_checkpoint, sequence_loss, train_seq2seq
 
@@ -131,4 +145,23 @@ __all__ = [
     "save_checkpoint",
     "sequence_loss",
     "train_seq2seq",
+    "MultiHeadAttention",
+    "merge_heads",
+    "split_heads",
+    "transpose_output",
+    "transpose_qkv",
+    "LearnedPositionalEncoding",
+    "PositionalEncoding",
+    "relative_shift_matrix",
+    "sinusoidal_encoding",
+    "AddNorm",
+    "PositionWiseFFN",
+    "TransformerDecoder",
+    "TransformerDecoderBlock",
+    "TransformerEncoder",
+    "TransformerEncoderBlock",
+    "causal_mask",
+    "greedy_decode_uncached",
+    "make_transformer",
+    "transformer_attention",
 ]

@@ -10,16 +10,14 @@ divided by the fused dot product's.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from timing import median_seconds, synchronize  # noqa: E402
+from timing import interleaved_medians, median_seconds  # noqa: E402
 
 from attn_utils import (  # noqa: E402
     AdditiveAttention,
@@ -41,18 +39,7 @@ def inputs(batch, n, d, device, grad=False):
 
 def paired_medians(fn_a, fn_b, device, repeats=30, warmup=5):
     """Median times of ``fn_a`` and ``fn_b`` run alternately, so both see the same machine load."""
-    for _ in range(warmup):
-        fn_a()
-        fn_b()
-    times = ([], [])
-    for _ in range(repeats):
-        for fn, out in ((fn_a, times[0]), (fn_b, times[1])):
-            synchronize(device)
-            start = time.perf_counter()
-            fn()
-            synchronize(device)
-            out.append(time.perf_counter() - start)
-    return statistics.median(times[0]), statistics.median(times[1])
+    return tuple(interleaved_medians([fn_a, fn_b], device, repeats, warmup))
 
 
 def explicit_vs_fused(device, sizes):

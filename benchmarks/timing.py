@@ -27,3 +27,19 @@ def median_seconds(fn, device: torch.device, repeats: int = 30, warmup: int = 5)
         synchronize(device)
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def interleaved_medians(fns, device: torch.device, repeats: int = 30, warmup: int = 5) -> list[float]:
+    """Median times of each of ``fns``, run in turn within every repeat so all see the same machine load."""
+    for _ in range(warmup):
+        for fn in fns:
+            fn()
+    times = [[] for _ in fns]
+    for _ in range(repeats):
+        for fn, out in zip(fns, times):
+            synchronize(device)
+            start = time.perf_counter()
+            fn()
+            synchronize(device)
+            out.append(time.perf_counter() - start)
+    return [statistics.median(t) for t in times]

@@ -1,0 +1,141 @@
+"""Multi-head attention (Vaswani et al., 2017), with d2l's signature and parameter names.
+
+Each of ``num_heads`` heads attends in its own ``num_hiddens / num_heads``-dimensional subspace:
+the queries, keys and values are projected by ``W_q``, ``W_k``, ``W_v`` (``num_hiddens`` outputs
+each), split into heads, attended with scaled dot products, concatenated again and mixed by
+``W_o``. All heads run as one batched computation.
+
+d2l folds the heads into the batch axis, ``(batch * heads, n, d/heads)`` (``transpose_qkv`` /
+``transpose_output``, kept here for the chapter and for comparison); this module keeps them on
+their own axis, ``(batch, heads, n, d/heads)``, which is the layout
+``torch.nn.functional.scaled_dot_product_attention`` runs fastest on and which lets a mask be
+shared by the heads without copying it ``num_heads`` times.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .attention import DotProductAttention, check_attention_inputs
+
+
+def transpose_qkv(X: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """d2l's layout: ``(batch, n, num_hiddens)`` -> ``(batch * num_heads, n, num_hiddens / num_heads)``."""
+    return split_heads(X, num_heads).flatten(0, 1)  # (batch, heads, n, dh) -> (batch * heads, n, dh)
+
+
+def transpose_output(X: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """Undo ``transpose_qkv``: ``(batch * num_heads, n, dh)`` -> ``(batch, n, num_heads * dh)``."""
+    if X.dim() != 3 or X.shape[0] % num_heads:
+        raise ValueError(f"expected (batch * {num_heads}, n, d/heads), got shape {tuple(X.shape)}")
+    return merge_heads(X.reshape(-1, num_heads, X.shape[1], X.shape[2]))  # (batch, heads, n, dh) -> (batch, n, d)
+
+
+def split_heads(X: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """``(batch, n, num_hiddens)`` -> ``(batch, num_heads, n, num_hiddens / num_heads)``: head h gets
+    features ``h * dh`` to ``(h + 1) * dh - 1``."""
+    if X.dim() != 3 or X.shape[-1] % num_heads:
+        raise ValueError(f"expected (batch, n, num_hiddens) with num_hiddens divisible by num_heads={num_heads}, "
+                         f"got shape {tuple(X.shape)}")
+    batch, n, d = X.shape
+    return X.reshape(batch, n, num_heads, d // num_heads).transpose(1, 2)  # (batch, heads, n, dh)
+
+
+def merge_heads(X: torch.Tensor) -> torch.Tensor:
+    """``(batch, num_heads, n, dh)`` -> ``(batch, n, num_heads * dh)``: the heads' outputs side by side."""
+    batch, heads, n, dh = X.shape
+    return X.transpose(1, 2).reshape(batch, n, heads * dh)
+
+
+def heads_mask(valid_lens):
+    """Valid lengths or a mask as given for ``(batch, queries, keys)`` scores, made to apply to
+    ``(batch, heads, queries, keys)`` scores: a 3-D boolean mask gains a heads axis (without it,
+    broadcasting would align its batch axis with the heads). Lengths already broadcast."""
+    if isinstance(valid_lens, torch.Tensor) and valid_lens.dtype == torch.bool and valid_lens.dim() == 3:
+        return valid_lens.unsqueeze(1)  # (batch, Q, K) -> (batch, 1, Q, K)
+    return valid_lens
+
+
+class MultiHeadAttention(nn.Module):
+    """``W_o concat(head_1, ..., head_h)`` with ``head_i = attention(q W_q^i, k W_k^i, v W_v^i)``.
+
+    ``forward(queries, keys, values, valid_lens=None)`` takes ``(batch, Q, query_size)``,
+    ``(batch, K, key_size)`` and ``(batch, K, value_size)`` (all three sizes default to
+    ``num_hiddens``) and returns ``(batch, Q, num_hiddens)``. ``valid_lens`` is anything
+    ``masked_softmax`` takes: lengths ``(batch,)`` or ``(batch, Q)``, or a boolean mask
+    broadcastable to ``(batch, Q, K)`` or to ``(batch, heads, Q, K)`` (True = may attend).
+
+    The attention runs through ``DotProductAttention``, so it uses the fused
+    ``scaled_dot_product_attention`` unless dropout is active. ``attention_weights`` is
+    ``(batch, num_heads, Q, K)`` (d2l's is the same numbers as ``(batch * num_heads, Q, K)``).
+
+    ``project_kv`` and ``attend`` split the forward pass in two so a decoder can project keys and
+    values once and reuse them (a key-value cache).
+    """
+
+    def __init__(self, num_hiddens: int, num_heads: int, dropout: float, bias: bool = False, *,
+                 query_size: int | None = None, key_size: int | None = None, value_size: int | None = None,
+                 fused: bool = True):
+        super().__init__()
+        if not isinstance(num_heads, int) or num_heads < 1 or num_hiddens % num_heads:
+            raise ValueError(f"num_hiddens ({num_hiddens}) must be a multiple of num_heads, a positive int; "
+                             f"got num_heads={num_heads!r}")
+        self.num_hiddens, self.num_heads = num_hiddens, num_heads
+        self.attention = DotProductAttention(dropout, fused=fused)
+        self.W_q = nn.Linear(query_size or num_hiddens, num_hiddens, bias=bias)
+        self.W_k = nn.Linear(key_size or num_hiddens, num_hiddens, bias=bias)
+        self.W_v = nn.Linear(value_size or num_hiddens, num_hiddens, bias=bias)
+        self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)
+
+    @property
+    def attention_weights(self):
+        """``(batch, num_heads, Q, K)`` weights of the last forward pass."""
+        return self.attention.attention_weights
+
+    def _check_size(self, name: str, X, layer: nn.Linear) -> None:
+        if X.shape[-1] != layer.in_features:
+            raise ValueError(f"{name} must have {layer.in_features} features (the size this layer was built "
+                             f"for), got shape {tuple(X.shape)}")
+
+    def project_kv(self, keys: torch.Tensor, values: torch.Tensor):
+        """Keys and values projected and split into heads: two ``(batch, heads, K, dh)`` tensors."""
+        self._check_size("keys", keys, self.W_k)
+        self._check_size("values", values, self.W_v)
+        return split_heads(self.W_k(keys), self.num_heads), split_heads(self.W_v(values), self.num_heads)
+
+    def attend(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, valid_lens=None):
+        """Attend with raw ``queries`` ``(batch, Q, query_size)`` to keys and values already
+        projected by ``project_kv`` (``(batch, heads, K, dh)``); returns ``(batch, Q, num_hiddens)``."""
+        self._check_size("queries", queries, self.W_q)
+        queries = split_heads(self.W_q(queries), self.num_heads)  # (batch, heads, Q, dh)
+        output = self.attention(queries, keys, values, heads_mask(valid_lens))  # (batch, heads, Q, dh)
+        return self.W_o(merge_heads(output))  # (batch, Q, num_hiddens)
+
+    def forward(self, queries, keys, values, valid_lens=None):
+        check_attention_inputs(queries, keys, values, same_size=False, what="MultiHeadAttention")
+        if queries is keys and keys is values and self._same_input_size():
+            return self._self_attention(queries, valid_lens)
+        return self.attend(queries, *self.project_kv(keys, values), valid_lens)
+
+    def _same_input_size(self) -> bool:
+        return self.W_q.in_features == self.W_k.in_features == self.W_v.in_features
+
+    def _self_attention(self, X, valid_lens):
+        """Self-attention with the three projections as one matrix product (what torch's module does)."""
+        self._check_size("the input", X, self.W_q)
+        layers = (self.W_q, self.W_k, self.W_v)
+        weight = torch.cat([layer.weight for layer in layers])  # (3 * num_hiddens, in)
+        bias = None if self.W_q.bias is None else torch.cat([layer.bias for layer in layers])
+        q, k, v = (split_heads(Z, self.num_heads) for Z in F.linear(X, weight, bias).chunk(3, dim=-1))
+        output = self.attention(q, k, v, heads_mask(valid_lens))  # (batch, heads, n, dh)
+        return self.W_o(merge_heads(output))  # (batch, n, num_hiddens)
+
+    def transpose_qkv(self, X):
+        """d2l's method: see the module-level ``transpose_qkv``."""
+        return transpose_qkv(X, self.num_heads)
+
+    def transpose_output(self, X):
+        """d2l's method: see the module-level ``transpose_output``."""
+        return transpose_output(X, self.num_heads)
