@@ -59,6 +59,7 @@ from .transformer import (
     make_transformer,
     transformer_attention,
 )
+from .widgets import attention_grid, transformer_attention_explorer
 from .seq2seq import Decoder, Encoder, EncoderDecoder, Seq2SeqDecoder, Seq2SeqEncoder, build_model, make_seq2seq
 from .train import History, load_checkpoint, plot_history, save_checkpoint, sequence_loss, train_seq2seq
 
@@ -164,4 +165,6 @@ __all__ = [
     "greedy_decode_uncached",
     "make_transformer",
     "transformer_attention",
+    "attention_grid",
+    "transformer_attention_explorer",
 ]

@@ -123,6 +123,8 @@ class DotProductAttention(AttentionPooling):
     (batch, Q, K) matrix; those weights carry no gradient, so build with ``fused=False`` when a
     loss must differentiate through the weights themselves. Reading them after the inputs were
     changed in place raises ``RuntimeError`` rather than returning weights of other inputs.
+    torch's fused CPU kernel has no forward-mode derivative (``torch.func.jvp``,
+    ``torch.autograd.forward_ad`` raise ``NotImplementedError``): use ``fused=False`` for those.
     """
 
     same_size = True

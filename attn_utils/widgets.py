@@ -4,7 +4,8 @@
 bars); ``lookup_grid`` draws several queries and temperatures as one static figure; and
 ``query_explorer`` wraps ``draw_lookup`` in sliders so a reader can move the query and watch the
 weights change. ``draw_nw_fit``, ``bandwidth_grid`` and ``bandwidth_explorer`` do the same for the
-bandwidth of Nadaraya–Watson regression (chapter 2).
+bandwidth of Nadaraya–Watson regression (chapter 2), and ``attention_grid`` and
+``transformer_attention_explorer`` for every layer and head of a Transformer (chapter 10).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from matplotlib import pyplot as plt
 
 from .kernel_regression import KERNELS, nadaraya_watson
 from .lookup import soft_lookup
+from .plot import show_heatmaps
 
 
 def _as_points(keys) -> torch.Tensor:
@@ -156,3 +158,100 @@ def bandwidth_explorer(x_train, y_train, kernel="gaussian", width=0.5, truth=Non
 
     out = widgets.interactive_output(redraw, {"kernel_name": kernel_menu, "h": width_slider})
     return widgets.VBox([widgets.HBox([kernel_menu, width_slider]), out])
+
+
+# --- The Transformer's attention maps (chapter 10) -------------------------------------------
+
+ATTENTION_KINDS = ("encoder self", "decoder self", "cross")
+
+
+def _transformer_maps(maps, src_tokens, tgt_tokens, kind: str, index: int = 0):
+    """One sentence's maps of one kind, checked: ``(layers, heads, queries, keys)`` as numpy, with
+    the query and key tokens. Encoder self-attention: source × source; decoder self-attention:
+    target × target; cross-attention: target (queries) × source (keys)."""
+    if kind not in ATTENTION_KINDS:
+        raise ValueError(f"kind must be one of {ATTENTION_KINDS}, got {kind!r}")
+    if not isinstance(maps, dict) or kind not in maps:
+        got = sorted(maps) if isinstance(maps, dict) else type(maps).__name__
+        raise ValueError(f"maps must be the dict that transformer_attention returns, with a {kind!r} entry; got {got}")
+    queries = list(src_tokens) if kind == "encoder self" else list(tgt_tokens)
+    keys = list(tgt_tokens) if kind == "decoder self" else list(src_tokens)
+    weights = maps[kind]
+    shape = tuple(weights.shape) if hasattr(weights, "shape") else None
+    expected = f"(layers, batch, heads, {len(queries)}, {len(keys)})"
+    if shape is None or len(shape) != 5 or shape[3:] != (len(queries), len(keys)):
+        raise ValueError(f"maps[{kind!r}] must have shape {expected}: {len(queries)} query and {len(keys)} key "
+                         f"tokens, as transformer_attention returns for these tokens; got shape {shape}")
+    if not 0 <= index < shape[1]:
+        raise ValueError(f"index must pick a sentence of the batch, 0 to {shape[1] - 1}; got {index}")
+    data = weights[:, index]
+    data = data.detach().float().cpu().numpy() if isinstance(weights, torch.Tensor) else np.asarray(data, float)
+    return data, queries, keys  # (layers, heads, queries, keys)
+
+
+def _axis_labels(kind: str) -> tuple[str, str]:
+    """(xlabel, ylabel) of a map of ``kind``."""
+    side = {"encoder self": ("source", "source"), "decoder self": ("target input", "target input"),
+            "cross": ("source", "target input")}[kind]
+    return f"{side[0]} (keys)", f"{side[1]} (queries)"
+
+
+def attention_grid(maps, src_tokens, tgt_tokens, kind: str, index: int = 0, average: bool = False,
+                   panel_size=None, vmax: float | None = None):
+    """Static figure: every layer (rows) and head (columns) of one kind of attention for one sentence.
+
+    ``maps`` is what ``transformer_attention(model, src, src_valid_len, tgt_input)`` returns
+    (tensors ``(layers, batch, heads, queries, keys)``); ``src_tokens`` and ``tgt_tokens`` label
+    the source positions and the decoder's input positions (``index`` picks the sentence of the
+    batch); ``kind`` is ``"encoder self"``, ``"decoder self"`` or ``"cross"``. ``average=True`` adds
+    a last column with the mean of the heads. One colour scale (0 to ``vmax``, default the largest
+    weight) for all panels. Returns the figure.
+    """
+    data, queries, keys = _transformer_maps(maps, src_tokens, tgt_tokens, kind, index)
+    layers, heads = data.shape[:2]
+    titles = [[f"layer {i + 1}, head {h + 1}" for h in range(heads)] for i in range(layers)]
+    if average:
+        data = np.concatenate([data, data.mean(axis=1, keepdims=True)], axis=1)  # (layers, heads + 1, Q, K)
+        titles = [row + [f"layer {i + 1}, mean of heads"] for i, row in enumerate(titles)]
+    if panel_size is None:
+        panel_size = (0.22 * len(keys) + 1.0, 0.22 * len(queries) + 0.9)
+    xlabel, ylabel = _axis_labels(kind)
+    fig = show_heatmaps(data, xlabel, ylabel, titles=titles, figsize=panel_size, xticklabels=keys,
+                        yticklabels=queries, vmax=vmax)
+    for ax in fig.axes:
+        if ax.get_label() != "<colorbar>":
+            ax.title.set_fontsize(9)
+            ax.tick_params(labelsize=8)
+    fig.suptitle(f"{kind} attention")
+    return fig
+
+
+def transformer_attention_explorer(maps, src_tokens, tgt_tokens, index: int = 0, kind: str = "cross"):
+    """A menu for the kind of attention, a layer slider and a head menu (with "average of heads"),
+    redrawing that one map of sentence ``index`` (same arguments as ``attention_grid``).
+
+    Needs ``ipywidgets`` and a live kernel; in a static page the last drawn state is shown, so draw
+    the grids with ``attention_grid`` as well.
+    """
+    import ipywidgets as widgets  # imported here so attn_utils works without a notebook
+
+    checked = {k: _transformer_maps(maps, src_tokens, tgt_tokens, k, index) for k in ATTENTION_KINDS if k in maps}
+    if kind not in checked:
+        raise ValueError(f"kind must be one of {tuple(checked)}, got {kind!r}")
+    layers, heads = checked[kind][0].shape[:2]
+    kind_menu = widgets.Dropdown(options=list(checked), value=kind, description="attention")
+    layer_slider = widgets.IntSlider(value=layers, min=1, max=layers, description="layer")
+    head_menu = widgets.Dropdown(options=[(f"head {h + 1}", h) for h in range(heads)] + [("average of heads", -1)],
+                                 value=0, description="head")
+
+    def redraw(kind_name, layer, head):
+        data, queries, keys = checked[kind_name]
+        matrix = data[layer - 1].mean(axis=0) if head < 0 else data[layer - 1, head]  # (queries, keys)
+        what = "mean of heads" if head < 0 else f"head {head + 1}"
+        xlabel, ylabel = _axis_labels(kind_name)
+        show_heatmaps(matrix, xlabel, ylabel, titles=[f"{kind_name}: layer {layer}, {what}"], xticklabels=keys,
+                      yticklabels=queries, figsize=(0.3 * len(keys) + 1.6, 0.3 * len(queries) + 1.2))
+        plt.show()
+
+    out = widgets.interactive_output(redraw, {"kind_name": kind_menu, "layer": layer_slider, "head": head_menu})
+    return widgets.VBox([widgets.HBox([kind_menu, layer_slider, head_menu]), out])
