@@ -265,14 +265,14 @@ def make_transformer(src_vocab_size: int, tgt_vocab_size: int, num_hiddens: int 
     decoder = TransformerDecoder(tgt_vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks, dropout,
                                  use_bias, tie_embeddings=tie_embeddings, **shared)
     model = EncoderDecoder(encoder, decoder, config)
+    token_embeddings = (encoder.embedding, decoder.embedding)  # not the learned positions, if any
     for module in model.modules():
         if isinstance(module, nn.Linear) and not (tie_embeddings and module is decoder.dense):
             nn.init.xavier_uniform_(module.weight)
             if module.bias is not None:
                 nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding) and not isinstance(module.weight, nn.parameter.UninitializedParameter):
-            if module in (encoder.embedding, decoder.embedding):
-                nn.init.normal_(module.weight, std=num_hiddens ** -0.5)
+        elif any(module is embedding for embedding in token_embeddings):
+            nn.init.normal_(module.weight, std=num_hiddens ** -0.5)
     return model
 
 
