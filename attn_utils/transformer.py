@@ -124,8 +124,25 @@ def causal_mask(num_queries: int, num_keys: int, device=None) -> torch.Tensor:
     return torch.arange(num_keys, device=device).unsqueeze(0) <= queries
 
 
-def _positions(num_hiddens, dropout, max_len, learned):
-    return (LearnedPositionalEncoding if learned else PositionalEncoding)(num_hiddens, dropout, max_len)
+def _build_stack(stack: nn.Module, block: type, vocab_size: int, num_hiddens: int, ffn_num_hiddens: int,
+                 num_heads: int, num_blks: int, dropout: float, use_bias: bool, norm_first: bool, max_len: int,
+                 learned_positions: bool) -> None:
+    """What the encoder and the decoder share: token embeddings, positions, ``num_blks`` blocks
+    (``blks.block0``, ... as d2l names them) and, for pre-norm, the final layer norm."""
+    stack.num_hiddens = num_hiddens
+    stack.embedding = nn.Embedding(vocab_size, num_hiddens)
+    positions = LearnedPositionalEncoding if learned_positions else PositionalEncoding
+    stack.pos_encoding = positions(num_hiddens, dropout, max_len)
+    stack.blks = nn.Sequential()
+    for i in range(num_blks):
+        stack.blks.add_module(f"block{i}", block(num_hiddens, ffn_num_hiddens, num_heads, dropout, use_bias,
+                                                 norm_first=norm_first))
+    stack.final_norm = nn.LayerNorm(num_hiddens) if norm_first else nn.Identity()
+
+
+def _embed(stack: nn.Module, X: torch.Tensor, offset: int = 0) -> torch.Tensor:
+    """Token embeddings times sqrt(d) (the positions' scale), plus positions from ``offset``: (batch, steps, d)."""
+    return stack.pos_encoding(stack.embedding(X) * math.sqrt(stack.num_hiddens), offset)
 
 
 class TransformerEncoder(Encoder):
@@ -139,14 +156,8 @@ class TransformerEncoder(Encoder):
                  dropout: float, use_bias: bool = False, *, norm_first: bool = False, max_len: int = 1000,
                  learned_positions: bool = False):
         super().__init__()
-        self.num_hiddens = num_hiddens
-        self.embedding = nn.Embedding(vocab_size, num_hiddens)
-        self.pos_encoding = _positions(num_hiddens, dropout, max_len, learned_positions)
-        self.blks = nn.Sequential()
-        for i in range(num_blks):
-            self.blks.add_module(f"block{i}", TransformerEncoderBlock(
-                num_hiddens, ffn_num_hiddens, num_heads, dropout, use_bias, norm_first=norm_first))
-        self.final_norm = nn.LayerNorm(num_hiddens) if norm_first else nn.Identity()
+        _build_stack(self, TransformerEncoderBlock, vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks,
+                     dropout, use_bias, norm_first, max_len, learned_positions)
 
     @property
     def attention_weights(self):
@@ -156,7 +167,7 @@ class TransformerEncoder(Encoder):
         _check_tokens(X, "the encoder's input X")
         if valid_lens is not None:
             source_lengths(valid_lens, X.shape[0], X.shape[1], X.device)  # checks the shape
-        X = self.pos_encoding(self.embedding(X) * math.sqrt(self.num_hiddens))  # (batch, steps, d)
+        X = _embed(self, X)  # (batch, steps, d)
         for blk in self.blks:
             X = blk(X, valid_lens)
         return self.final_norm(X)
@@ -183,14 +194,9 @@ class TransformerDecoder(Decoder):
                  dropout: float, use_bias: bool = False, *, norm_first: bool = False, max_len: int = 1000,
                  learned_positions: bool = False, tie_embeddings: bool = False):
         super().__init__()
-        self.num_hiddens, self.num_heads = num_hiddens, num_heads
-        self.embedding = nn.Embedding(vocab_size, num_hiddens)
-        self.pos_encoding = _positions(num_hiddens, dropout, max_len, learned_positions)
-        self.blks = nn.Sequential()
-        for i in range(num_blks):
-            self.blks.add_module(f"block{i}", TransformerDecoderBlock(
-                num_hiddens, ffn_num_hiddens, num_heads, dropout, use_bias, norm_first=norm_first))
-        self.final_norm = nn.LayerNorm(num_hiddens) if norm_first else nn.Identity()
+        self.num_heads = num_heads
+        _build_stack(self, TransformerDecoderBlock, vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks,
+                     dropout, use_bias, norm_first, max_len, learned_positions)
         self.dense = nn.Linear(num_hiddens, vocab_size)
         if tie_embeddings:
             self.dense.weight = self.embedding.weight  # one matrix for reading and writing tokens
@@ -235,7 +241,7 @@ class TransformerDecoder(Decoder):
         if X.shape[0] != cross_k.shape[1]:
             raise ValueError(f"X has {X.shape[0]} rows but the state was made for a batch of {cross_k.shape[1]}")
         offset = self_k.shape[3]  # tokens already decoded
-        X = self.pos_encoding(self.embedding(X) * math.sqrt(self.num_hiddens), offset)  # (batch, T, d)
+        X = _embed(self, X, offset)  # (batch, T, d)
         new_k, new_v = [], []
         for i, blk in enumerate(self.blks):
             X, k, v = blk(X, self_k[i], self_v[i], cross_k[i], cross_v[i], enc_valid_lens)
