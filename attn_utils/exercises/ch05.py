@@ -11,11 +11,7 @@ import torch
 from torch.nn import functional as F
 
 from ..bahdanau import BahdanauDecoder
-from .core import Case, register
-
-
-def _randn(*shape: int, seed: int, scale: float = 1.0) -> torch.Tensor:
-    return scale * torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+from .core import Case, register, seeded_randn
 
 
 @torch.no_grad()
@@ -36,22 +32,22 @@ def attention_weights_cases(device: torch.device) -> list[Case]:
         return Case(name, (s_prev, keys, src_lens, W_a, v_a), _attention_weights(s_prev, keys, src_lens, W_a, v_a))
 
     h, a = 4, 3
-    W_a, v_a = _randn(a, h, seed=1), _randn(a, seed=2)
-    padded_keys = _randn(2, 5, a, seed=5)
+    W_a, v_a = seeded_randn(a, h, seed=1), seeded_randn(a, seed=2)
+    padded_keys = seeded_randn(2, 5, a, seed=5)
     padded_keys[1, 3:] = 100.0  # huge keys at the padded positions of the second sentence
     return [
-        case("two sentences, the second padded after 3 tokens", _randn(2, h, seed=3), _randn(2, 5, a, seed=4),
+        case("two sentences, the second padded after 3 tokens", seeded_randn(2, h, seed=3), seeded_randn(2, 5, a, seed=4),
              torch.tensor([5, 3]), W_a, v_a),
-        case("padding with huge keys still gets zero weight", _randn(2, h, seed=6), padded_keys,
+        case("padding with huge keys still gets zero weight", seeded_randn(2, h, seed=6), padded_keys,
              torch.tensor([5, 3]), W_a, v_a),
-        case("a one-token source puts all its weight on that token", _randn(3, h, seed=7), _randn(3, 4, a, seed=8),
+        case("a one-token source puts all its weight on that token", seeded_randn(3, h, seed=7), seeded_randn(3, 4, a, seed=8),
              torch.tensor([1, 4, 2]), W_a, v_a),
-        case("large scores (v_a times 1000): no overflow, no NaN", _randn(2, h, seed=9), _randn(2, 6, a, seed=10),
+        case("large scores (v_a times 1000): no overflow, no NaN", seeded_randn(2, h, seed=9), seeded_randn(2, 6, a, seed=10),
              torch.tensor([6, 4]), W_a, 1000 * v_a),
         case("a zero state and zero keys: uniform weights over the real tokens", torch.zeros(2, h),
              torch.zeros(2, 5, a), torch.tensor([5, 2]), W_a, v_a),
-        case("a larger attention layer (a = 8, h = 6), no padding", _randn(1, 6, seed=11), _randn(1, 7, 8, seed=12),
-             torch.tensor([7]), _randn(8, 6, seed=13), _randn(8, seed=14)),
+        case("a larger attention layer (a = 8, h = 6), no padding", seeded_randn(1, 6, seed=11), seeded_randn(1, 7, 8, seed=12),
+             torch.tensor([7]), seeded_randn(8, 6, seed=13), seeded_randn(8, seed=14)),
     ]
 
 
@@ -73,9 +69,9 @@ def maxout_cases(device: torch.device) -> list[Case]:
     return [
         case("pairs of neighbours, (1, 5), (-2, -3), (0, 4): not the two halves",
              torch.tensor([[1.0, 5.0, -2.0, -3.0, 0.0, 4.0]])),
-        case("decoder outputs (batch, steps, 2l)", _randn(2, 3, 8, seed=20)),
-        case("negative numbers only", -_randn(3, 4, seed=21).abs() - 1),
-        case("groups of 3", _randn(4, 9, seed=22), pool=3),
-        case("a pool of 1 changes nothing", _randn(2, 5, seed=23), pool=1),
-        case("a single vector (2l,)", _randn(10, seed=24)),
+        case("decoder outputs (batch, steps, 2l)", seeded_randn(2, 3, 8, seed=20)),
+        case("negative numbers only", -seeded_randn(3, 4, seed=21).abs() - 1),
+        case("groups of 3", seeded_randn(4, 9, seed=22), pool=3),
+        case("a pool of 1 changes nothing", seeded_randn(2, 5, seed=23), pool=1),
+        case("a single vector (2l,)", seeded_randn(10, seed=24)),
     ]

@@ -9,11 +9,7 @@ from __future__ import annotations
 import torch
 
 from ..luong import LuongDecoder
-from .core import Case, register
-
-
-def _randn(*shape: int, seed: int, scale: float = 1.0) -> torch.Tensor:
-    return scale * torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+from .core import Case, register, seeded_randn
 
 
 @torch.no_grad()
@@ -32,16 +28,16 @@ def predictive_centre_cases(device: torch.device) -> list[Case]:
         return Case(name, (h_t, W_p, v_p, src_lens), _predictive_centre(h_t, W_p, v_p, src_lens))
 
     h = 4
-    W_p, v_p = _randn(h, h, seed=1), _randn(h, seed=2)
+    W_p, v_p = seeded_randn(h, h, seed=1), seeded_randn(h, seed=2)
     return [
-        case("two sentences of different lengths, three target steps", _randn(2, 3, h, seed=3), W_p, v_p,
+        case("two sentences of different lengths, three target steps", seeded_randn(2, 3, h, seed=3), W_p, v_p,
              torch.tensor([7, 4])),
         case("a zero state: sigmoid(0) = 1/2, so p_t = S/2", torch.zeros(2, 2, h), W_p, v_p, torch.tensor([6, 3])),
-        case("a sentence of one token (S = 1): 0 <= p_t <= 1", _randn(1, 4, h, seed=4), W_p, v_p, torch.tensor([1])),
-        case("saturated states: p_t reaches 0 or S but never leaves [0, S]", _randn(3, 2, h, seed=5, scale=50.0),
+        case("a sentence of one token (S = 1): 0 <= p_t <= 1", seeded_randn(1, 4, h, seed=4), W_p, v_p, torch.tensor([1])),
+        case("saturated states: p_t reaches 0 or S but never leaves [0, S]", seeded_randn(3, 2, h, seed=5, scale=50.0),
              W_p, 20 * v_p, torch.tensor([9, 5, 2])),
-        case("a larger state (h = 6), one target step", _randn(2, 1, 6, seed=6), _randn(6, 6, seed=7),
-             _randn(6, seed=8), torch.tensor([11, 8])),
+        case("a larger state (h = 6), one target step", seeded_randn(2, 1, 6, seed=6), seeded_randn(6, 6, seed=7),
+             seeded_randn(6, seed=8), torch.tensor([11, 8])),
     ]
 
 
@@ -49,9 +45,9 @@ def predictive_centre_cases(device: torch.device) -> list[Case]:
 def _attention_case(name: str, batch: int, queries: int, src: int, h: int, src_lens, seed: int) -> Case:
     """A case whose context comes from ``LuongDecoder.attend`` and whose answer is its ``h̃_t``."""
     decoder = LuongDecoder(vocab_size=4, embed_size=2, num_hiddens=h, num_layers=1, score="dot")
-    W_c = _randn(h, 2 * h, seed=seed)
+    W_c = seeded_randn(h, 2 * h, seed=seed)
     decoder.W_c.weight.copy_(W_c)
-    h_t, enc = _randn(batch, queries, h, seed=seed + 1), _randn(batch, src, h, seed=seed + 2)
+    h_t, enc = seeded_randn(batch, queries, h, seed=seed + 1), seeded_randn(batch, src, h, seed=seed + 2)
     lens = torch.tensor(src_lens)
     attentional, weights, _ = decoder.attend(h_t, enc, lens, 0)  # (batch, Q, h), (batch, Q, src)
     context = weights @ enc  # (batch, Q, h)

@@ -13,11 +13,7 @@ from ..attention import DotProductAttention
 from ..masking import lengths_to_mask
 from ..positional import sinusoidal_encoding
 from ..transformer import causal_mask
-from .core import Case, register
-
-
-def _randn(*shape: int, seed: int, scale: float = 1.0) -> torch.Tensor:
-    return scale * torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+from .core import Case, register, seeded_randn
 
 
 @torch.no_grad()
@@ -38,16 +34,16 @@ def causal_self_attention_cases(device: torch.device) -> list[Case]:
         return Case(name, args, _causal_self_attention(X, W_q, W_k, W_v, valid_lens))
 
     d, dk, dv = 6, 4, 3
-    W = [_randn(d, dk, seed=1), _randn(d, dk, seed=2), _randn(d, dv, seed=3)]
+    W = [seeded_randn(d, dk, seed=1), seeded_randn(d, dk, seed=2), seeded_randn(d, dv, seed=3)]
     return [
-        case("two sequences of 5 tokens, no padding (valid_lens omitted)", _randn(2, 5, d, seed=4), *W),
-        case("one token: it attends only to itself, so the output is x W_v", _randn(3, 1, d, seed=5), *W),
-        case("valid lengths (3, 5): padding keys get no weight", _randn(2, 5, d, seed=6), *W, torch.tensor([3, 5])),
-        case("a sequence of length 0 gives zeros (no NaN)", _randn(2, 4, d, seed=7), *W, torch.tensor([4, 0])),
-        case("large entries: the 1/sqrt(d_k) matters, the softmax must not overflow", _randn(1, 6, d, seed=8),
-             _randn(d, 16, seed=9, scale=4.0), _randn(d, 16, seed=10, scale=4.0), _randn(d, 2, seed=11)),
-        case("d_k = 1 and d_v = 5", _randn(2, 4, d, seed=12), _randn(d, 1, seed=13), _randn(d, 1, seed=14),
-             _randn(d, 5, seed=15)),
+        case("two sequences of 5 tokens, no padding (valid_lens omitted)", seeded_randn(2, 5, d, seed=4), *W),
+        case("one token: it attends only to itself, so the output is x W_v", seeded_randn(3, 1, d, seed=5), *W),
+        case("valid lengths (3, 5): padding keys get no weight", seeded_randn(2, 5, d, seed=6), *W, torch.tensor([3, 5])),
+        case("a sequence of length 0 gives zeros (no NaN)", seeded_randn(2, 4, d, seed=7), *W, torch.tensor([4, 0])),
+        case("large entries: the 1/sqrt(d_k) matters, the softmax must not overflow", seeded_randn(1, 6, d, seed=8),
+             seeded_randn(d, 16, seed=9, scale=4.0), seeded_randn(d, 16, seed=10, scale=4.0), seeded_randn(d, 2, seed=11)),
+        case("d_k = 1 and d_v = 5", seeded_randn(2, 4, d, seed=12), seeded_randn(d, 1, seed=13), seeded_randn(d, 1, seed=14),
+             seeded_randn(d, 5, seed=15)),
     ]
 
 

@@ -10,13 +10,9 @@ from __future__ import annotations
 
 import torch
 
-from ..multihead import MultiHeadAttention
 from ..transformer import AddNorm, causal_mask
-from .core import Case, register
-
-
-def _randn(*shape: int, seed: int, scale: float = 1.0) -> torch.Tensor:
-    return scale * torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+from .ch09 import multihead_with_weights
+from .core import Case, register, seeded_randn
 
 
 # Sublayers that create nothing on a fixed device, so the cases run on any device.
@@ -51,10 +47,10 @@ def residual_cases(device: torch.device) -> list[Case]:
         return Case(name, (X, sublayer, gamma, beta, norm_first), _residual(X, sublayer, gamma, beta, norm_first))
 
     d = 8
-    X = _randn(2, 5, d, seed=1)
+    X = seeded_randn(2, 5, d, seed=1)
     ones, zeros = torch.ones(d), torch.zeros(d)
-    gamma, beta = 1 + 0.5 * _randn(d, seed=2), _randn(d, seed=3)
-    far = 100 + 3 * _randn(2, 4, d, seed=4)  # entries far from 0: the mean must be subtracted
+    gamma, beta = 1 + 0.5 * seeded_randn(d, seed=2), seeded_randn(d, seed=3)
+    far = 100 + 3 * seeded_randn(2, 4, d, seed=4)  # entries far from 0: the mean must be subtracted
     return [
         case("post-norm, gamma = 1, beta = 0", X, _tanh_sublayer, ones, zeros, False),
         case("pre-norm, gamma = 1, beta = 0", X, _tanh_sublayer, ones, zeros, True),
@@ -71,11 +67,9 @@ def residual_cases(device: torch.device) -> list[Case]:
 @torch.no_grad()
 def _cached_case(batch: int, past: int, d: int, heads: int, seed: int, scale: float = 1.0):
     """Arguments and expected output of one cached step, from a full sequence of ``past + 1`` tokens."""
-    W = [_randn(d, d, seed=seed + i, scale=scale * d ** -0.5) for i in range(4)]  # W_q, W_k, W_v, W_o
-    layer = MultiHeadAttention(d, heads, 0.0).eval()
-    for linear, weight in zip((layer.W_q, layer.W_k, layer.W_v, layer.W_o), W):
-        linear.weight.copy_(weight)
-    X = _randn(batch, past + 1, d, seed=seed + 10)  # (batch, past + 1, d): the last row is the new token
+    W = [seeded_randn(d, d, seed=seed + i, scale=scale * d ** -0.5) for i in range(4)]  # W_q, W_k, W_v, W_o
+    layer = multihead_with_weights(*W, heads)
+    X = seeded_randn(batch, past + 1, d, seed=seed + 10)  # (batch, past + 1, d): the last row is the new token
     past_k, past_v = layer.project_kv(X[:, :past], X[:, :past])  # (batch, heads, past, d / heads) each
     full = layer(X, X, X, causal_mask(past + 1, past + 1))  # every position at once, causally masked
     return (X[:, past:], past_k, past_v, *W), full[:, past:]  # the new token's output (batch, 1, d)

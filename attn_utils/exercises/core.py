@@ -15,6 +15,11 @@ import torch
 _REGISTRY: dict[str, Callable] = {}
 
 
+def seeded_randn(*shape: int, seed: int, scale: float = 1.0) -> torch.Tensor:
+    """``scale * randn(*shape)`` from a generator of its own: the same case data on every machine."""
+    return scale * torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
 @dataclass
 class Case:
     """One call of the reader's function: ``fn(*args, **kwargs)`` should return ``expected``."""
