@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from timing import interleaved_medians  # noqa: E402
+from torch_reference import copy_into_torch_attention  # noqa: E402
 
 from attn_utils import MultiHeadAttention, get_device  # noqa: E402
 
@@ -48,9 +49,7 @@ def implementations(d, heads, device, d2l):
     explicit = MultiHeadAttention(d, heads, 0.0, fused=False).to(device)
     explicit.load_state_dict(ours.state_dict())
     ref = nn.MultiheadAttention(d, heads, bias=False, batch_first=True).to(device)
-    with torch.no_grad():
-        ref.in_proj_weight.copy_(torch.cat([ours.W_q.weight, ours.W_k.weight, ours.W_v.weight]))
-        ref.out_proj.weight.copy_(ours.W_o.weight)
+    copy_into_torch_attention(ours, ref)
     impls = {
         "torch": lambda x, lens, pad: ref(x, x, x, key_padding_mask=pad, need_weights=False)[0],
         "ours": lambda x, lens, pad: ours(x, x, x, lens),

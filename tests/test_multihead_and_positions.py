@@ -18,6 +18,7 @@ from attn_utils.positional import (
     sinusoidal_encoding,
 )
 from attn_utils.transformer import causal_mask
+from torch_reference import copy_into_torch_attention
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -122,12 +123,7 @@ def test_multihead_equals_d2l_with_the_same_state_dict(d2l, bias):
 
 def _torch_copy(mha, bias):
     ref = nn.MultiheadAttention(D, HEADS, bias=bias, batch_first=True)
-    with torch.no_grad():
-        ref.in_proj_weight.copy_(torch.cat([mha.W_q.weight, mha.W_k.weight, mha.W_v.weight]))
-        ref.out_proj.weight.copy_(mha.W_o.weight)
-        if bias:
-            ref.in_proj_bias.copy_(torch.cat([mha.W_q.bias, mha.W_k.bias, mha.W_v.bias]))
-            ref.out_proj.bias.copy_(mha.W_o.bias)
+    copy_into_torch_attention(mha, ref)
     return ref.eval()
 
 

@@ -23,6 +23,7 @@ from attn_utils.transformer import (
     make_transformer,
     transformer_attention,
 )
+from torch_reference import copy_into_torch_attention
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -30,14 +31,6 @@ D, HEADS, FFN = 16, 4, 32
 SRC = torch.tensor([[4, 5, 6, 7, 2], [8, 9, 2, 0, 0], [4, 4, 5, 2, 0]])
 SRC_LEN = torch.tensor([5, 3, 4])
 DEC_IN = torch.tensor([[1, 4, 5, 6, 7, 8], [1, 9, 10, 0, 0, 0], [1, 4, 4, 4, 4, 0]])
-
-
-def _copy_attention(ours, theirs):
-    with torch.no_grad():
-        theirs.in_proj_weight.copy_(torch.cat([ours.W_q.weight, ours.W_k.weight, ours.W_v.weight]))
-        theirs.in_proj_bias.copy_(torch.cat([ours.W_q.bias, ours.W_k.bias, ours.W_v.bias]))
-        theirs.out_proj.weight.copy_(ours.W_o.weight)
-        theirs.out_proj.bias.copy_(ours.W_o.bias)
 
 
 def _copy_linear_and_norms(pairs):
@@ -54,7 +47,7 @@ def test_encoder_block_equals_torch_transformer_encoder_layer(norm_first):
     for p in ours.parameters():  # non-trivial layer norms
         nn.init.normal_(p, std=0.3)
     theirs = nn.TransformerEncoderLayer(D, HEADS, FFN, dropout=0.0, batch_first=True, norm_first=norm_first).eval()
-    _copy_attention(ours.attention, theirs.self_attn)
+    copy_into_torch_attention(ours.attention, theirs.self_attn)
     _copy_linear_and_norms([(ours.ffn.dense1, theirs.linear1), (ours.ffn.dense2, theirs.linear2),
                             (ours.addnorm1.ln, theirs.norm1), (ours.addnorm2.ln, theirs.norm2)])
     X = torch.randn(3, 5, D)
@@ -72,8 +65,8 @@ def test_decoder_block_equals_torch_transformer_decoder_layer(norm_first):
     for p in ours.parameters():
         nn.init.normal_(p, std=0.3)
     theirs = nn.TransformerDecoderLayer(D, HEADS, FFN, dropout=0.0, batch_first=True, norm_first=norm_first).eval()
-    _copy_attention(ours.attention1, theirs.self_attn)
-    _copy_attention(ours.attention2, theirs.multihead_attn)
+    copy_into_torch_attention(ours.attention1, theirs.self_attn)
+    copy_into_torch_attention(ours.attention2, theirs.multihead_attn)
     _copy_linear_and_norms([(ours.ffn.dense1, theirs.linear1), (ours.ffn.dense2, theirs.linear2),
                             (ours.addnorm1.ln, theirs.norm1), (ours.addnorm2.ln, theirs.norm2),
                             (ours.addnorm3.ln, theirs.norm3)])
