@@ -109,7 +109,10 @@ class MultiHeadAttention(nn.Module):
         """Attend with raw ``queries`` ``(batch, Q, query_size)`` to keys and values already
         projected by ``project_kv`` (``(batch, heads, K, dh)``); returns ``(batch, Q, num_hiddens)``."""
         self._check_size("queries", queries, self.W_q)
-        queries = split_heads(self.W_q(queries), self.num_heads)  # (batch, heads, Q, dh)
+        return self._heads_attention(split_heads(self.W_q(queries), self.num_heads), keys, values, valid_lens)
+
+    def _heads_attention(self, queries, keys, values, valid_lens):
+        """All heads at once on projected ``(batch, heads, n, dh)`` inputs, then ``W_o``: ``(batch, Q, num_hiddens)``."""
         output = self.attention(queries, keys, values, heads_mask(valid_lens))  # (batch, heads, Q, dh)
         return self.W_o(merge_heads(output))  # (batch, Q, num_hiddens)
 
@@ -129,8 +132,7 @@ class MultiHeadAttention(nn.Module):
         weight = torch.cat([layer.weight for layer in layers])  # (3 * num_hiddens, in)
         bias = None if self.W_q.bias is None else torch.cat([layer.bias for layer in layers])
         q, k, v = (split_heads(Z, self.num_heads) for Z in F.linear(X, weight, bias).chunk(3, dim=-1))
-        output = self.attention(q, k, v, heads_mask(valid_lens))  # (batch, heads, n, dh)
-        return self.W_o(merge_heads(output))  # (batch, n, num_hiddens)
+        return self._heads_attention(q, k, v, valid_lens)
 
     def transpose_qkv(self, X):
         """d2l's method: see the module-level ``transpose_qkv``."""
