@@ -30,7 +30,9 @@ from .kernel_regression import (
 from .lookup import hard_lookup, lookup_scores, soft_lookup
 from .masking import lengths_to_mask, make_mask, masked_softmax, sequence_mask
 from .metrics import alignment_error_rate, attention_aer, attention_alignment, bleu, corpus_bleu
-from .plot import show_heatmaps
+from .plot import show_heatmaps, show_text_weights
+from .classify import ClassifierHistory, accuracy, evidence_hit_rate, predict, train_classifier
+from .pooling import AttentivePooling
 from .scoring import additive_score, concat_score, cosine_score, dot_score, general_score, location_score
 from .decoding import Decoded, beam_search, greedy_decode
 from .evaluate import (
@@ -109,6 +111,13 @@ __all__ = [
     "sequence_mask",
     "set_seed",
     "show_heatmaps",
+    "show_text_weights",
+    "ClassifierHistory",
+    "accuracy",
+    "evidence_hit_rate",
+    "predict",
+    "train_classifier",
+    "AttentivePooling",
     "soft_lookup",
     "train_nw",
     "true_function",

@@ -1,4 +1,4 @@
-"""Figures shared by the chapters: attention-weight heatmaps."""
+"""Figures shared by the chapters: attention-weight heatmaps and text shaded by its weights."""
 
 from __future__ import annotations
 
@@ -73,4 +73,57 @@ def show_heatmaps(
                 ax.set_yticks(range(num_q), yticklabels)
     if colorbar and image is not None:
         fig.colorbar(image, ax=axes, shrink=0.6)
+    return fig
+
+
+def show_text_weights(rows, weights, title=None, cmap: str = "Reds", vmax: float | None = None,
+                      fontsize: int = 11, width: float = 8.0, row_labels=None):
+    """Draw lines of text with every word shaded by its weight (darker = more weight).
+
+    ``rows`` is a list of token lists (one sentence per line), ``weights`` the matching weights
+    (a list of sequences, or a 2-D tensor/array padded on the right; only the first ``len(row)``
+    weights of a line are used). ``row_labels`` (one string per line, e.g. a sentence's own
+    weight) is written to the left of each line; ``title`` goes above the lines.
+    The colour scale runs from 0 to ``vmax`` (default: the largest weight shown). Returns the figure.
+    """
+    rows = [list(map(str, r)) for r in rows]
+    if isinstance(weights, torch.Tensor) or isinstance(weights, np.ndarray):
+        weights = _to_numpy(weights)
+        if weights.ndim == 1:
+            weights = weights[None]
+    if len(weights) != len(rows):
+        raise ValueError(f"show_text_weights got {len(rows)} lines of text but {len(weights)} rows of weights")
+    shown = []
+    for i, (tokens, w) in enumerate(zip(rows, weights)):
+        w = np.asarray(w, dtype=float)
+        if w.ndim != 1 or w.shape[0] < len(tokens):
+            raise ValueError(f"line {i} has {len(tokens)} tokens but its weights have shape {w.shape}")
+        shown.append(w[:len(tokens)])
+    if row_labels is not None and len(row_labels) != len(rows):
+        raise ValueError(f"show_text_weights got {len(rows)} lines but {len(row_labels)} row_labels")
+    top = max((float(w.max()) for w in shown if w.size), default=1.0)
+    vmax = vmax if vmax is not None else (top if top > 0 else 1.0)
+    colours = plt.get_cmap(cmap)
+    line_height = 0.32
+    height = 0.3 + line_height * len(rows)
+    fig = plt.figure(figsize=(width, height + (0.35 if title else 0.0)))
+    ax = fig.add_axes([0, 0, 1, height / (height + (0.35 if title else 0.0))])
+    ax.set_axis_off()
+    renderer = fig.canvas.get_renderer()
+    left = 0.14 if row_labels is not None else 0.01
+    for i, (tokens, w) in enumerate(zip(rows, shown)):
+        y = 1 - (i + 1) / (len(rows) + 0.5)
+        if row_labels is not None:
+            ax.text(0.01, y, str(row_labels[i]), fontsize=fontsize - 2, va="center", ha="left",
+                    transform=ax.transAxes, color="0.35")
+        x = left
+        for token, value in zip(tokens, w):
+            level = min(max(value / vmax, 0.0), 1.0)
+            text = ax.text(x, y, token, fontsize=fontsize, va="center", ha="left", transform=ax.transAxes,
+                           color="white" if level > 0.6 else "black",
+                           bbox=dict(boxstyle="square,pad=0.15", facecolor=colours(level), edgecolor="none"))
+            box = text.get_window_extent(renderer=renderer).transformed(ax.transAxes.inverted())
+            x = box.x1 + 0.008
+    if title:
+        fig.suptitle(title, fontsize=fontsize, x=0.01, ha="left")
     return fig

@@ -1,0 +1,143 @@
+"""One training loop and one set of measurements for the attention classifiers of chapter 7.
+
+The image, relation and document models differ in their inputs, not in how they are trained or
+judged. Each is an ``nn.Module`` whose ``forward(*inputs)`` returns logits ``(batch, classes)``
+and keeps the attention weights of its last call in ``attention_weights``. A model whose training
+objective is not plain cross-entropy (hard attention, trained with REINFORCE) defines
+``training_loss(*inputs, labels=...) -> (objective, cross_entropy)``: the loop minimises the
+first and records the second, so every model's curve shows the same quantity.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from tqdm.auto import tqdm
+
+
+@dataclass
+class ClassifierHistory:
+    """Per-step training cross-entropy and accuracy, and validation accuracy every ``eval_every`` steps."""
+
+    loss: list[float] = field(default_factory=list)
+    accuracy: list[float] = field(default_factory=list)
+    val_steps: list[int] = field(default_factory=list)
+    val_accuracy: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _check_inputs(inputs: Sequence[torch.Tensor], labels: torch.Tensor) -> None:
+    if not isinstance(labels, torch.Tensor) or labels.dim() != 1:
+        raise ValueError(f"labels must be a 1-D tensor of class indices, got "
+                         f"{type(labels).__name__} {tuple(getattr(labels, 'shape', ()))}")
+    for i, x in enumerate(inputs):
+        if not isinstance(x, torch.Tensor) or x.shape[:1] != labels.shape:
+            raise ValueError(f"input {i} must be a tensor with one row per label ({labels.shape[0]} rows), "
+                             f"got {type(x).__name__} {tuple(getattr(x, 'shape', ()))}")
+
+
+def training_loss(model: nn.Module, inputs: Sequence[torch.Tensor], labels: torch.Tensor):
+    """``(objective, cross_entropy, logits)`` of one batch: the model's own objective if it has one."""
+    if hasattr(model, "training_loss"):
+        objective, cross_entropy, logits = model.training_loss(*inputs, labels=labels)
+        return objective, cross_entropy, logits
+    logits = model(*inputs)
+    cross_entropy = F.cross_entropy(logits, labels)
+    return cross_entropy, cross_entropy, logits
+
+
+def train_classifier(model: nn.Module, inputs: Sequence[torch.Tensor], labels: torch.Tensor, *,
+                     steps: int, batch_size: int = 64, lr: float = 1e-3, weight_decay: float = 0.0,
+                     grad_clip: float | None = 5.0, val: tuple[Sequence[torch.Tensor], torch.Tensor] | None = None,
+                     eval_every: int = 50, seed: int = 0, progress: bool = True) -> ClassifierHistory:
+    """Train ``model`` with Adam for ``steps`` minibatches drawn without replacement (reshuffled each epoch).
+
+    ``inputs`` are tensors with one row per example (moved to the model's device batch by batch),
+    ``labels`` the class indices. ``val = (val_inputs, val_labels)`` is scored every ``eval_every``
+    steps and after the last. The order of the batches depends only on ``seed``.
+    """
+    inputs = tuple(inputs)
+    _check_inputs(inputs, labels)
+    if steps < 1 or batch_size < 1:
+        raise ValueError(f"steps and batch_size must be positive, got steps={steps}, batch_size={batch_size}")
+    device = next(model.parameters()).device
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    generator = torch.Generator().manual_seed(seed)
+    num = labels.shape[0]
+    order = torch.randperm(num, generator=generator)
+    position = 0
+    history = ClassifierHistory()
+    start = time.perf_counter()
+    for step in tqdm(range(1, steps + 1), disable=not progress, desc="training", leave=False):
+        if position + batch_size > num:
+            order, position = torch.randperm(num, generator=generator), 0
+        idx = order[position:position + batch_size]
+        position += batch_size
+        batch = [x[idx].to(device) for x in inputs]
+        y = labels[idx].to(device)
+        model.train()
+        objective, cross_entropy, logits = training_loss(model, batch, y)
+        if not torch.isfinite(objective):
+            raise FloatingPointError(f"the training objective became {objective.item()} at step {step}")
+        optimizer.zero_grad()
+        objective.backward()
+        if grad_clip is not None:
+            nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        optimizer.step()
+        history.loss.append(float(cross_entropy))
+        history.accuracy.append(float((logits.argmax(-1) == y).float().mean()))
+        if val is not None and (step % eval_every == 0 or step == steps):
+            history.val_steps.append(step)
+            history.val_accuracy.append(accuracy(model, *val))
+    history.seconds = time.perf_counter() - start
+    model.eval()
+    return history
+
+
+@torch.no_grad()
+def predict(model: nn.Module, inputs: Sequence[torch.Tensor], batch_size: int = 512):
+    """Class predictions ``(n,)`` and the attention weights of every example (concatenated on dim 0).
+
+    The weights are whatever the model keeps in ``attention_weights`` after each call (``None``
+    when it keeps none); the model is put in evaluation mode.
+    """
+    inputs = tuple(inputs)
+    model.eval()
+    device = next(model.parameters()).device
+    predictions, weights = [], []
+    for start in range(0, inputs[0].shape[0], batch_size):
+        batch = [x[start:start + batch_size].to(device) for x in inputs]
+        predictions.append(model(*batch).argmax(-1).cpu())
+        w = getattr(model, "attention_weights", None)
+        if w is not None:
+            weights.append(w.detach().cpu())
+    return torch.cat(predictions), (torch.cat(weights) if weights else None)
+
+
+def accuracy(model: nn.Module, inputs: Sequence[torch.Tensor], labels: torch.Tensor, batch_size: int = 512) -> float:
+    """Fraction of ``labels`` that ``model`` predicts."""
+    inputs = tuple(inputs)
+    _check_inputs(inputs, labels)
+    predictions, _ = predict(model, inputs, batch_size)
+    return float((predictions == labels.cpu()).float().mean())
+
+
+def evidence_hit_rate(weights: torch.Tensor, evidence: torch.Tensor) -> float:
+    """How often the most-weighted position is the position that carries the evidence.
+
+    ``weights`` ``(n, positions)`` (attention over regions, tokens or sentences; padding should
+    already carry weight 0), ``evidence`` ``(n,)`` the index of the position that decides the
+    label. Ties go to the first maximum, as ``argmax`` does.
+    """
+    if weights.dim() != 2 or evidence.shape != weights.shape[:1]:
+        raise ValueError(f"expected weights (n, positions) and evidence (n,), got "
+                         f"{tuple(weights.shape)} and {tuple(evidence.shape)}")
+    if bool(((evidence < 0) | (evidence >= weights.shape[1])).any()):
+        raise ValueError(f"evidence indices must lie in [0, {weights.shape[1]}), got "
+                         f"{int(evidence.min())}..{int(evidence.max())}")
+    return float((weights.argmax(-1).cpu() == evidence.cpu()).float().mean())

@@ -1,0 +1,3 @@
+"""Checkers for chapter 7's documents section."""
+
+from __future__ import annotations

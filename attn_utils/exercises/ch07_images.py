@@ -1,0 +1,3 @@
+"""Checkers for chapter 7's images section."""
+
+from __future__ import annotations

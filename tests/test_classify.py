@@ -1,0 +1,104 @@
+"""The shared classifier loop and measurements of chapter 7 (attn_utils.classify, show_text_weights)."""
+
+from __future__ import annotations
+
+import matplotlib
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+matplotlib.use("Agg")
+
+from attn_utils.classify import accuracy, evidence_hit_rate, predict, train_classifier  # noqa: E402
+from attn_utils.plot import show_text_weights  # noqa: E402
+
+
+class _PickOne(nn.Module):
+    """Attention over 4 positions with a learned query; the label is the class of one position."""
+
+    def __init__(self):
+        super().__init__()
+        self.query = nn.Parameter(torch.full((3,), -1.0))  # starts looking at position 0
+        self.attention_weights = None
+
+    def forward(self, x):  # x: (batch, 4, 3) one-hot classes
+        weights = torch.softmax(x.new_tensor([0.0, 0.0, 0.0, 0.0]) + self.query.sum() * torch.arange(4.0), -1)
+        self.attention_weights = weights.expand(x.shape[0], 4)
+        return 10 * (self.attention_weights.unsqueeze(-1) * x).sum(1)  # (batch, 3)
+
+
+def _data(n=256, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    classes = torch.randint(0, 3, (n, 4), generator=g)
+    return (nn.functional.one_hot(classes, 3).float(),), classes[:, 3]
+
+
+def test_training_learns_to_attend_to_the_deciding_position():
+    inputs, labels = _data()
+    model = _PickOne()
+    before = accuracy(model, inputs, labels)
+    history = train_classifier(model, inputs, labels, steps=200, batch_size=32, lr=0.1,
+                               val=_data(64, seed=1), eval_every=100, progress=False)
+    assert before < 0.45
+    assert history.val_steps == [100, 200] and len(history.loss) == 200
+    assert history.val_accuracy[-1] == 1.0
+    _, weights = predict(model, inputs)
+    assert weights.shape == (256, 4)
+    assert evidence_hit_rate(weights, torch.full((256,), 3)) == 1.0
+    assert evidence_hit_rate(weights, torch.zeros(256, dtype=torch.long)) == 0.0
+
+
+def test_same_seed_same_model():
+    inputs, labels = _data()
+    runs = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        model = _PickOne()
+        train_classifier(model, inputs, labels, steps=20, batch_size=16, lr=0.05, seed=3, progress=False)
+        runs.append(model.query.detach().clone())
+    torch.testing.assert_close(runs[0], runs[1], rtol=0, atol=0)
+
+
+def test_model_objective_is_minimised_and_cross_entropy_recorded():
+    class Objective(_PickOne):
+        def training_loss(self, x, labels):
+            logits = self(x)
+            ce = nn.functional.cross_entropy(logits, labels)
+            return 0 * ce + (self.query - 1.0).pow(2).sum(), ce.detach(), logits
+
+    inputs, labels = _data()
+    model = Objective()
+    history = train_classifier(model, inputs, labels, steps=300, batch_size=32, lr=0.05, progress=False)
+    torch.testing.assert_close(model.query.detach(), torch.ones(3), atol=1e-2, rtol=0)
+    first = nn.functional.cross_entropy(_PickOne()(inputs[0][:32]), labels[:32]).item()
+    assert history.loss[0] == pytest.approx(first, rel=0.5)
+
+
+def test_evidence_hit_rate_counts_argmax_matches():
+    weights = torch.tensor([[0.1, 0.7, 0.2], [0.5, 0.25, 0.25], [0.2, 0.2, 0.6], [0.4, 0.4, 0.2]])
+    assert evidence_hit_rate(weights, torch.tensor([1, 0, 0, 1])) == 0.5  # ties go to the first
+
+
+def test_bad_input_is_named():
+    inputs, labels = _data()
+    with pytest.raises(ValueError, match="one row per label"):
+        train_classifier(_PickOne(), (inputs[0][:10],), labels, steps=1, progress=False)
+    with pytest.raises(ValueError, match="1-D tensor of class indices"):
+        accuracy(_PickOne(), inputs, labels[:, None])
+    with pytest.raises(ValueError, match=r"expected weights \(n, positions\)"):
+        evidence_hit_rate(torch.ones(4), torch.zeros(4, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"must lie in \[0, 3\)"):
+        evidence_hit_rate(torch.ones(2, 3), torch.tensor([0, 3]))
+
+
+def test_text_weights_figure_draws_every_token():
+    fig = show_text_weights([["the", "cat", "sat"], ["a", "dog"]], torch.tensor([[0.1, 0.8, 0.1], [0.9, 0.1, 0.0]]),
+                            row_labels=["0.3", "0.7"], title="demo")
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert texts == ["0.3", "the", "cat", "sat", "0.7", "a", "dog"]
+    darkest = fig.axes[0].texts[2].get_bbox_patch().get_facecolor()
+    lightest = fig.axes[0].texts[1].get_bbox_patch().get_facecolor()
+    assert sum(darkest[:3]) < sum(lightest[:3])
+    with pytest.raises(ValueError, match="line 1 has 2 tokens"):
+        show_text_weights([["a"], ["b", "c"]], [np.ones(1), np.ones(1)])

@@ -1,0 +1,69 @@
+"""AttentivePooling against the two papers' formulas written out by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from attn_utils.pooling import AttentivePooling
+
+
+def _by_hand(H, query, W=None, b=None, length=None):
+    """One sequence, scalar loops: scores, softmax over the first ``length`` steps, weighted sum."""
+    steps, size = H.shape
+    length = steps if length is None else length
+    scores = []
+    for t in range(length):
+        u = [math.tanh(float(H[t, j])) for j in range(size)] if W is None else [
+            math.tanh(sum(float(W[k, j]) * float(H[t, j]) for j in range(size)) + float(b[k])) for k in range(W.shape[0])]
+        scores.append(sum(ui * float(q) for ui, q in zip(u, query)))
+    top = max(scores)
+    exps = [math.exp(s - top) for s in scores]
+    alpha = [e / sum(exps) for e in exps] + [0.0] * (steps - length)
+    pooled = [sum(alpha[t] * float(H[t, j]) for t in range(steps)) for j in range(size)]
+    return torch.tensor(alpha), torch.tensor(pooled)
+
+
+@pytest.mark.parametrize("projection_size", [None, 3])
+def test_matches_the_formula_with_padding(projection_size):
+    torch.manual_seed(0)
+    pool = AttentivePooling(5, projection_size).double()
+    H = torch.randn(3, 4, 5, dtype=torch.float64)
+    lengths = torch.tensor([4, 2, 1])
+    out = pool(H, lengths)
+    W = None if projection_size is None else pool.projection.weight.detach()
+    b = None if projection_size is None else pool.projection.bias.detach()
+    for i in range(3):
+        alpha, pooled = _by_hand(H[i], pool.query.detach(), W, b, int(lengths[i]))
+        torch.testing.assert_close(pool.attention_weights[i], alpha.double())
+        torch.testing.assert_close(out[i], pooled.double())
+
+
+def test_padding_values_change_nothing_and_empty_sequences_give_zeros():
+    torch.manual_seed(1)
+    pool = AttentivePooling(4, 6)
+    H = torch.randn(2, 5, 4)
+    mask = torch.tensor([[True, True, True, False, False], [False] * 5])
+    changed = H.clone()
+    changed[0, 3:] = 100.0
+    torch.testing.assert_close(pool(H, mask)[0], pool(changed, mask)[0])
+    assert torch.equal(pool(H, mask)[1], torch.zeros(4))
+    assert torch.equal(pool.attention_weights[1], torch.zeros(5))
+
+
+def test_gradients_reach_the_query_and_bad_shapes_are_named():
+    pool = AttentivePooling(4)
+    pool(torch.randn(2, 3, 4)).sum().backward()
+    assert pool.query.grad is not None and pool.query.grad.abs().sum() > 0
+    with pytest.raises(ValueError, match=r"expects H of shape \(batch, steps, 4\), got \(2, 3\)"):
+        pool(torch.randn(2, 3))
+    with pytest.raises(ValueError, match="must be positive"):
+        AttentivePooling(0)
+
+
+def test_runs_on_every_device(any_device):
+    pool = AttentivePooling(4, 2).to(any_device)
+    out = pool(torch.randn(2, 3, 4, device=any_device), torch.tensor([3, 1], device=any_device))
+    assert out.device.type == any_device.type and pool.attention_weights[1, 1:].abs().sum() == 0
