@@ -4,7 +4,7 @@ The image, relation and document models differ in their inputs, not in how they 
 judged. Each is an ``nn.Module`` whose ``forward(*inputs)`` returns logits ``(batch, classes)``
 and keeps the attention weights of its last call in ``attention_weights``. A model whose training
 objective is not plain cross-entropy (hard attention, trained with REINFORCE) defines
-``training_loss(*inputs, labels=...) -> (objective, cross_entropy)``: the loop minimises the
+``training_loss(*inputs, labels=...) -> (objective, cross_entropy, logits)``: the loop minimises the
 first and records the second, so every model's curve shows the same quantity.
 """
 
@@ -89,7 +89,7 @@ def train_classifier(model: nn.Module, inputs: Sequence[torch.Tensor], labels: t
         if grad_clip is not None:
             nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
         optimizer.step()
-        history.loss.append(float(cross_entropy))
+        history.loss.append(float(cross_entropy.detach()))
         history.accuracy.append(float((logits.argmax(-1) == y).float().mean()))
         if val is not None and (step % eval_every == 0 or step == steps):
             history.val_steps.append(step)
