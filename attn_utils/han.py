@@ -23,10 +23,10 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .data.vocab import PAD, Vocab
 from .masking import masked_softmax
+from .packed import run_packed
 from .pooling import AttentivePooling
 
 # ---------------------------------------------------------------------------------------------
@@ -298,23 +298,6 @@ def check_documents(ids: torch.Tensor, sentence_lens: torch.Tensor | None = None
     return sentence_lens * in_document, doc_lens
 
 
-def run_bigru(gru: nn.GRU, X: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """A bidirectional ``batch_first`` GRU over the first ``lengths[n]`` steps of each row of ``X``.
-
-    ``X`` ``(N, steps, in)`` -> ``(N, steps, 2 * hidden)``. The sequences are packed, so the backward
-    direction starts at each row's own last step and padded steps change nothing; their outputs are
-    0, and so is every output of a row of length 0 (``pack_padded_sequence`` refuses those).
-    """
-    N, steps, _ = X.shape
-    out = X.new_zeros(N, steps, 2 * gru.hidden_size)
-    rows = (lengths > 0).nonzero().squeeze(1)  # the non-empty rows
-    if rows.numel():
-        packed = pack_padded_sequence(X[rows], lengths[rows].cpu(), batch_first=True, enforce_sorted=False)
-        H, _ = gru(packed)
-        out[rows] = pad_packed_sequence(H, batch_first=True, total_length=steps)[0]  # (rows, steps, 2h)
-    return out
-
-
 def pool(attention: AttentivePooling | None, H: torch.Tensor, lengths: torch.Tensor):
     """``(pooled (N, size), weights (N, steps))`` of ``H`` ``(N, steps, size)`` over its first ``lengths``
     steps: attention pooling, or (``attention=None``) the mean, i.e. the same weights with equal scores."""
@@ -374,13 +357,13 @@ class HierarchicalAttentionNetwork(nn.Module):
         each sentence read on its own, zeros at padding."""
         batch, sentences, words = ids.shape
         X = self.embedding(ids).reshape(batch * sentences, words, -1)  # sentences side by side: (B*S, W, E)
-        H = run_bigru(self.word_encoder, X, sentence_lens.reshape(-1))  # (B*S, W, 2h)
+        H = run_packed(self.word_encoder, X, sentence_lens.reshape(-1))  # (B*S, W, 2h)
         return H.reshape(batch, sentences, words, -1)
 
     def encode_sentences(self, s: torch.Tensor, doc_lens: torch.Tensor) -> torch.Tensor:
         """Sentence annotations ``h_i = [fwd h_i; bwd h_i]`` from the sentence vectors ``s`` ``(batch, sentences,
         2 * word_hidden)``: ``(batch, sentences, 2 * sentence_hidden)``, zeros past each document's end."""
-        return run_bigru(self.sentence_encoder, s, doc_lens)
+        return run_packed(self.sentence_encoder, s, doc_lens)
 
     def forward(self, ids: torch.Tensor, sentence_lens: torch.Tensor | None = None,
                 doc_lens: torch.Tensor | None = None) -> torch.Tensor:
@@ -424,7 +407,7 @@ class FlatDocumentClassifier(nn.Module):
         order = torch.sort((~real).to(torch.uint8), dim=1, stable=True).indices  # real words first, in order
         flat = ids.reshape(batch, sentences * words).gather(1, order)  # (B, S*W)
         lengths = real.sum(1)  # (B,)
-        H = run_bigru(self.encoder, self.embedding(flat), lengths)  # (B, S*W, 2h)
+        H = run_packed(self.encoder, self.embedding(flat), lengths)  # (B, S*W, 2h)
         v, self.attention_weights = pool(self.attention, H, lengths)
         return self.classifier(v)
 

@@ -31,9 +31,9 @@ from typing import NamedTuple, Sequence
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .data.vocab import PAD, Vocab
+from .packed import run_packed
 from .pooling import AttentivePooling
 
 RELATION_TYPES = (
@@ -506,10 +506,7 @@ class AttentionBiLSTM(nn.Module):
         """The BiLSTM's output ``(batch, steps, 2 * hidden_size)`` (forward half first), zero on padding."""
         cpu_lengths = self._lengths(tokens, lengths)
         x = self.dropout(self.embedding(tokens))  # (batch, steps, embed)
-        packed = pack_padded_sequence(x, cpu_lengths, batch_first=True, enforce_sorted=False)
-        output, _ = self.lstm(packed)
-        output, _ = pad_packed_sequence(output, batch_first=True, total_length=tokens.shape[1])
-        return output  # (batch, steps, 2 * hidden)
+        return run_packed(self.lstm, x, cpu_lengths)  # (batch, steps, 2 * hidden)
 
     def encode(self, tokens: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
         """``H`` ``(batch, steps, hidden_size)``, the sum of the two directions (before dropout)."""
