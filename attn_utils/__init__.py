@@ -13,8 +13,42 @@ from .attention import (
     LocationAttention,
     fused_dot_product_attention,
 )
+from .bahdanau import BahdanauDecoder, make_bahdanau
+from .classify import ClassifierHistory, accuracy, evidence_hit_rate, predict, train_classifier
+from .compare import TRANSLATORS, build_translator, compare_translators, format_table, train_and_score
 from .data import DATA_ENV_VAR, BucketBatchSampler, TranslationData, Vocab, load_translation_data
+from .decoding import Decoded, beam_search, greedy_decode
 from .device import DEVICE_ENV_VAR, available_devices, get_device, set_seed, try_gpu
+from .evaluate import (
+    Translation,
+    alignment_error,
+    bleu_by_length,
+    evaluate_bleu,
+    forced_attention,
+    translate,
+    translate_split,
+)
+from .fast_attention import FlashAttentionFunction, tiled_attention
+from .glimpse import (
+    GlimpseClassifier,
+    count_flops,
+    digit_split,
+    exact_scorer_gradient,
+    make_digit_canvases,
+    reinforce_surrogate,
+    scorer_gradient_samples,
+    show_glimpses,
+    soft_context,
+)
+from .han import (
+    FlatDocumentClassifier,
+    HierarchicalAttentionNetwork,
+    display_weights,
+    documents_to_tensors,
+    make_review_data,
+    make_reviews,
+    review_label,
+)
 from .kernel_regression import (
     KERNELS,
     NWKernelRegression,
@@ -27,12 +61,33 @@ from .kernel_regression import (
     train_nw,
     true_function,
 )
+from .language_models import (
+    IGNORE_INDEX,
+    CausalLanguageModel,
+    MaskedLanguageModel,
+    bert_mask,
+    causal_lm_loss,
+    mask_tokens,
+    masked_lm_loss,
+    train_language_model,
+)
 from .lookup import hard_lookup, lookup_scores, soft_lookup
+from .luong import LuongDecoder, local_attention_weights, make_luong
 from .masking import lengths_to_mask, make_mask, masked_softmax, sequence_mask
+from .measure import (
+    attention_memory,
+    environment,
+    interleaved_medians,
+    loglog_slope,
+    peak_memory_bytes,
+    saved_tensor_bytes,
+)
 from .metrics import alignment_error_rate, attention_aer, attention_alignment, bleu, corpus_bleu
+from .multihead import MultiHeadAttention, merge_heads, split_heads, transpose_output, transpose_qkv
+from .online_softmax import merge_attention_blocks, online_softmax
 from .plot import show_heatmaps, show_text_weights
-from .classify import ClassifierHistory, accuracy, evidence_hit_rate, predict, train_classifier
 from .pooling import AttentivePooling
+from .positional import LearnedPositionalEncoding, PositionalEncoding, relative_shift_matrix, sinusoidal_encoding
 from .relation import (
     SEMEVAL_ENV_VAR,
     AttentionBiLSTM,
@@ -49,42 +104,10 @@ from .relation import (
     semeval_macro_f1,
     sum_directions,
 )
-from .han import (
-    FlatDocumentClassifier,
-    HierarchicalAttentionNetwork,
-    display_weights,
-    documents_to_tensors,
-    make_review_data,
-    make_reviews,
-    review_label,
-)
-from .glimpse import (
-    GlimpseClassifier,
-    count_flops,
-    digit_split,
-    exact_scorer_gradient,
-    make_digit_canvases,
-    reinforce_surrogate,
-    scorer_gradient_samples,
-    show_glimpses,
-    soft_context,
-)
+from .sampling import generate, kv_cache_bytes, sample_from, sampling_probs, time_generation, top_k_filter
 from .scoring import additive_score, concat_score, cosine_score, dot_score, general_score, location_score
-from .decoding import Decoded, beam_search, greedy_decode
-from .evaluate import (
-    Translation,
-    alignment_error,
-    bleu_by_length,
-    evaluate_bleu,
-    forced_attention,
-    translate,
-    translate_split,
-)
-from .bahdanau import BahdanauDecoder, make_bahdanau
-from .compare import TRANSLATORS, build_translator, compare_translators, format_table, train_and_score
-from .luong import LuongDecoder, local_attention_weights, make_luong
-from .multihead import MultiHeadAttention, merge_heads, split_heads, transpose_output, transpose_qkv
-from .positional import LearnedPositionalEncoding, PositionalEncoding, relative_shift_matrix, sinusoidal_encoding
+from .seq2seq import Decoder, Encoder, EncoderDecoder, Seq2SeqDecoder, Seq2SeqEncoder, build_model, make_seq2seq
+from .train import History, load_checkpoint, plot_history, save_checkpoint, sequence_loss, train_seq2seq
 from .transformer import (
     AddNorm,
     PositionWiseFFN,
@@ -98,8 +121,6 @@ from .transformer import (
     transformer_attention,
 )
 from .widgets import attention_grid, transformer_attention_explorer
-from .seq2seq import Decoder, Encoder, EncoderDecoder, Seq2SeqDecoder, Seq2SeqEncoder, build_model, make_seq2seq
-from .train import History, load_checkpoint, plot_history, save_checkpoint, sequence_loss, train_seq2seq
 
 __version__ = "0.1.0"
 
@@ -242,4 +263,28 @@ __all__ = [
     "transformer_attention",
     "attention_grid",
     "transformer_attention_explorer",
+    "merge_attention_blocks",
+    "online_softmax",
+    "FlashAttentionFunction",
+    "tiled_attention",
+    "attention_memory",
+    "environment",
+    "interleaved_medians",
+    "loglog_slope",
+    "peak_memory_bytes",
+    "saved_tensor_bytes",
+    "IGNORE_INDEX",
+    "CausalLanguageModel",
+    "MaskedLanguageModel",
+    "bert_mask",
+    "causal_lm_loss",
+    "mask_tokens",
+    "masked_lm_loss",
+    "train_language_model",
+    "generate",
+    "kv_cache_bytes",
+    "sample_from",
+    "sampling_probs",
+    "time_generation",
+    "top_k_filter",
 ]

@@ -86,20 +86,31 @@ class TransformerDecoderBlock(nn.Module):
     positions in ``past_k``/``past_v`` ``(batch, heads, P, dh)``; each position attends to the
     cached ones and to itself and those before it, never to later ones. Returns the block's output
     and the cache extended by this call's keys and values.
+
+    ``cross_attention=False`` builds the block of a decoder-only model (GPT): masked self-attention
+    and the FFN only, with no ``attention2``/``addnorm2``; its ``forward`` then takes
+    ``cross_k=cross_v=None``.
     """
 
     def __init__(self, num_hiddens: int, ffn_num_hiddens: int, num_heads: int, dropout: float,
-                 use_bias: bool = False, *, norm_first: bool = False):
+                 use_bias: bool = False, *, norm_first: bool = False, cross_attention: bool = True):
         super().__init__()
         self.norm_first = norm_first
+        self.cross_attention = cross_attention
         self.attention1 = MultiHeadAttention(num_hiddens, num_heads, dropout, use_bias)
         self.addnorm1 = AddNorm(num_hiddens, dropout)
-        self.attention2 = MultiHeadAttention(num_hiddens, num_heads, dropout, use_bias)
-        self.addnorm2 = AddNorm(num_hiddens, dropout)
+        if cross_attention:
+            self.attention2 = MultiHeadAttention(num_hiddens, num_heads, dropout, use_bias)
+            self.addnorm2 = AddNorm(num_hiddens, dropout)
         self.ffn = PositionWiseFFN(ffn_num_hiddens, num_hiddens)
         self.addnorm3 = AddNorm(num_hiddens, dropout)
 
-    def forward(self, X, past_k, past_v, cross_k, cross_v, enc_valid_lens=None):
+    def forward(self, X, past_k, past_v, cross_k=None, cross_v=None, enc_valid_lens=None):
+        if self.cross_attention != (cross_k is not None and cross_v is not None):
+            expected = "tensors" if self.cross_attention else "None"
+            got = "None" if cross_k is None or cross_v is None else "tensors"
+            raise ValueError(f"this block was built with cross_attention={self.cross_attention}, so cross_k and "
+                             f"cross_v must be {expected}; got {got}")
         cache = {}
 
         def self_attention(Z):
@@ -111,8 +122,9 @@ class TransformerDecoderBlock(nn.Module):
             return self.attention1.attend(Z, k, v, mask)
 
         X = self.addnorm1.residual(X, self_attention, self.norm_first)
-        X = self.addnorm2.residual(X, lambda Z: self.attention2.attend(Z, cross_k, cross_v, enc_valid_lens),
-                                   self.norm_first)
+        if self.cross_attention:
+            X = self.addnorm2.residual(X, lambda Z: self.attention2.attend(Z, cross_k, cross_v, enc_valid_lens),
+                                       self.norm_first)
         return self.addnorm3.residual(X, self.ffn, self.norm_first), cache["k"], cache["v"]
 
 
@@ -126,9 +138,10 @@ def causal_mask(num_queries: int, num_keys: int, device=None) -> torch.Tensor:
 
 def _build_stack(stack: nn.Module, block: type, vocab_size: int, num_hiddens: int, ffn_num_hiddens: int,
                  num_heads: int, num_blks: int, dropout: float, use_bias: bool, norm_first: bool, max_len: int,
-                 learned_positions: bool) -> None:
+                 learned_positions: bool, **block_kwargs) -> None:
     """What the encoder and the decoder share: token embeddings, positions, ``num_blks`` blocks
-    (``blks.block0``, ... as d2l names them) and, for pre-norm, the final layer norm."""
+    (``blks.block0``, ... as d2l names them; ``block_kwargs`` go to each block) and, for pre-norm,
+    the final layer norm."""
     stack.num_hiddens = num_hiddens
     stack.embedding = nn.Embedding(vocab_size, num_hiddens)
     positions = LearnedPositionalEncoding if learned_positions else PositionalEncoding
@@ -136,7 +149,7 @@ def _build_stack(stack: nn.Module, block: type, vocab_size: int, num_hiddens: in
     stack.blks = nn.Sequential()
     for i in range(num_blks):
         stack.blks.add_module(f"block{i}", block(num_hiddens, ffn_num_hiddens, num_heads, dropout, use_bias,
-                                                 norm_first=norm_first))
+                                                 norm_first=norm_first, **block_kwargs))
     stack.final_norm = nn.LayerNorm(num_hiddens) if norm_first else nn.Identity()
 
 

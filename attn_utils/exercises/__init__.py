@@ -9,7 +9,22 @@ autograders).
 
 from __future__ import annotations
 
-from . import ch01, ch02, ch03, ch04, ch05, ch06, ch07_documents, ch07_images, ch07_relations, ch08, ch09, ch10  # noqa: F401  (registers the chapters' exercises)
+from . import (  # noqa: F401  (registers the chapters' exercises)
+    ch01,
+    ch02,
+    ch03,
+    ch04,
+    ch05,
+    ch06,
+    ch07_documents,
+    ch07_images,
+    ch07_relations,
+    ch08,
+    ch09,
+    ch10,
+    ch11_fast,
+    ch11_models,
+)
 from .core import Case, CheckResult, ExerciseFailed, labels, run_cases
 
 

@@ -1,0 +1,239 @@
+"""Language models from the Transformer's blocks: decoder-only (GPT) and encoder-only (BERT).
+
+* ``CausalLanguageModel``: token embeddings and positions, ``num_blks`` ``TransformerDecoderBlock``s
+  built without cross-attention, pre-norm with a final layer norm, and an output layer tied to the
+  embedding (Radford et al., 2018, 2019). It predicts token t + 1 from tokens 0..t and keeps a
+  key-value cache with the convention of ``TransformerDecoder``.
+* ``MaskedLanguageModel``: a pre-norm ``TransformerEncoder`` and a prediction head for the tokens
+  hidden by BERT's masking scheme (Devlin et al., 2019), ``bert_mask`` / ``mask_tokens``.
+* ``train_language_model``: one small training loop for both (Adam, warm-up, linear decay, clipping).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from tqdm.auto import tqdm
+
+from .seq2seq import _check_tokens
+from .train import learning_rate_factor
+from .transformer import TransformerDecoderBlock, TransformerEncoder, _build_stack, _embed
+
+IGNORE_INDEX = -100  # label of the positions that do not count in the loss (torch's cross-entropy default)
+
+
+def _init_weights(model: nn.Module, embedding: nn.Embedding, num_hiddens: int) -> None:
+    """As ``make_transformer``: Xavier-uniform linear layers, token embeddings N(0, 1/d) (times sqrt(d) on
+    the way in, so they enter with unit-size entries); the tied output layer keeps the embedding's values."""
+    for module in model.modules():
+        if isinstance(module, nn.Linear) and module.weight is not embedding.weight:
+            nn.init.xavier_uniform_(module.weight)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+    nn.init.normal_(embedding.weight, std=num_hiddens ** -0.5)
+
+
+class CausalLanguageModel(nn.Module):
+    """A decoder-only (GPT-style) language model: ``logits, cache = model(X, cache=None)``.
+
+    ``X`` ``(batch, T)`` holds the tokens at positions ``P .. P + T - 1``, where P is the length of
+    the cache (0 without one); the logits ``(batch, T, vocab)`` at position t are the model's
+    scores for the token at t + 1, computed from tokens 0..t only. ``cache`` is ``(keys, values)``,
+    each ``(num_blks, batch, heads, P, d / heads)`` (the layout of ``TransformerDecoder``'s
+    ``self_k``/``self_v``); the returned cache has ``P + T`` positions.
+    """
+
+    def __init__(self, vocab_size: int, num_hiddens: int = 128, ffn_num_hiddens: int = 512, num_heads: int = 4,
+                 num_blks: int = 2, dropout: float = 0.0, use_bias: bool = False, *, max_len: int = 256,
+                 learned_positions: bool = True):
+        super().__init__()
+        self.num_heads, self.max_len = num_heads, max_len
+        _build_stack(self, TransformerDecoderBlock, vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks,
+                     dropout, use_bias, True, max_len, learned_positions, cross_attention=False)
+        self.dense = nn.Linear(num_hiddens, vocab_size, bias=False)
+        self.dense.weight = self.embedding.weight  # tied: one matrix reads and writes tokens
+        _init_weights(self, self.embedding, num_hiddens)
+
+    @property
+    def attention_weights(self):
+        """Each block's ``(batch, heads, T, P + T)`` self-attention weights of the last forward pass."""
+        return [blk.attention1.attention_weights for blk in self.blks]
+
+    def empty_cache(self, batch: int, device=None, dtype=None):
+        """A cache of length 0: ``(keys, values)``, each ``(num_blks, batch, heads, 0, d / heads)``."""
+        weight = self.embedding.weight
+        empty = torch.zeros(len(self.blks), batch, self.num_heads, 0, self.num_hiddens // self.num_heads,
+                            device=weight.device if device is None else device,
+                            dtype=weight.dtype if dtype is None else dtype)
+        return empty, empty
+
+    def forward(self, X, cache=None):
+        _check_tokens(X, "the language model's input X")
+        if cache is None:
+            cache = self.empty_cache(X.shape[0])
+        past_k, past_v = cache
+        if past_k.dim() != 5 or past_k.shape != past_v.shape or past_k.shape[:3] != (
+                len(self.blks), X.shape[0], self.num_heads):
+            raise ValueError(f"cache must be (keys, values), each (num_blks={len(self.blks)}, batch={X.shape[0]}, "
+                             f"heads={self.num_heads}, P, d / heads); got {tuple(past_k.shape)} and "
+                             f"{tuple(past_v.shape)}")
+        X = _embed(self, X, past_k.shape[3])  # (batch, T, d), positions P .. P + T - 1
+        new_k, new_v = [], []
+        for i, blk in enumerate(self.blks):
+            X, k, v = blk(X, past_k[i], past_v[i])
+            new_k.append(k)
+            new_v.append(v)
+        logits = self.dense(self.final_norm(X))  # (batch, T, vocab)
+        return logits, (torch.stack(new_k), torch.stack(new_v))  # (num_blks, batch, heads, P + T, dh) each
+
+
+def causal_lm_loss(model: CausalLanguageModel, tokens: torch.Tensor, pad: int) -> torch.Tensor:
+    """Mean cross-entropy of predicting ``tokens[:, 1:]`` from ``tokens[:, :-1]`` (``<pad>`` targets do
+    not count). ``tokens`` ``(batch, steps)`` start with ``<bos>``; padding sits at the end of each row, so
+    with the causal mask no real position ever sees it."""
+    _check_tokens(tokens, "tokens")
+    if tokens.shape[1] < 2:
+        raise ValueError(f"tokens must have at least 2 steps (an input and a target), got shape {tuple(tokens.shape)}")
+    logits, _ = model(tokens[:, :-1])  # (batch, steps - 1, vocab)
+    targets = tokens[:, 1:].masked_fill(tokens[:, 1:] == pad, IGNORE_INDEX)
+    if not bool((targets != IGNORE_INDEX).any()):
+        raise ValueError("the batch has no target token to learn from (every target is padding)")
+    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1),
+                           ignore_index=IGNORE_INDEX)
+
+
+class MaskedLanguageModel(nn.Module):
+    """An encoder-only (BERT-style) masked language model: ``logits = model(X, valid_lens=None)``.
+
+    A pre-norm ``TransformerEncoder`` (every position sees every other one, padding excluded through
+    ``valid_lens``), then BERT's prediction head: a dense layer with GELU and a layer norm, and an
+    output layer tied to the token embedding, with a bias of its own. Returns ``(batch, steps, vocab)``;
+    with ``positions``, a boolean ``(batch, steps)`` mask (e.g. ``labels != IGNORE_INDEX``), only the
+    logits of those positions, ``(count, vocab)`` in row-major order: training needs no others.
+    """
+
+    def __init__(self, vocab_size: int, num_hiddens: int = 128, ffn_num_hiddens: int = 512, num_heads: int = 4,
+                 num_blks: int = 2, dropout: float = 0.0, use_bias: bool = False, *, max_len: int = 256,
+                 learned_positions: bool = True):
+        super().__init__()
+        self.encoder = TransformerEncoder(vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks, dropout,
+                                          use_bias, norm_first=True, max_len=max_len,
+                                          learned_positions=learned_positions)
+        self.head = nn.Sequential(nn.Linear(num_hiddens, num_hiddens), nn.GELU(), nn.LayerNorm(num_hiddens))
+        self.dense = nn.Linear(num_hiddens, vocab_size)
+        self.dense.weight = self.encoder.embedding.weight
+        _init_weights(self, self.encoder.embedding, num_hiddens)
+
+    @property
+    def attention_weights(self):
+        return self.encoder.attention_weights
+
+    def forward(self, X, valid_lens=None, positions=None):
+        hidden = self.encoder(X, valid_lens)  # (batch, steps, d)
+        if positions is not None:
+            if positions.shape != X.shape or positions.dtype != torch.bool:
+                raise ValueError(f"positions must be a boolean mask of shape {tuple(X.shape)}, got "
+                                 f"{tuple(positions.shape)} of dtype {positions.dtype}")
+            hidden = hidden[positions]  # (count, d)
+        return self.dense(self.head(hidden))  # (batch, steps, vocab) or (count, vocab)
+
+
+def bert_mask(tokens: torch.Tensor, maskable: torch.Tensor, choose: torch.Tensor, action: torch.Tensor,
+              random_tokens: torch.Tensor, mask_id: int, mask_prob: float = 0.15):
+    """BERT's masking scheme, deterministic given the random draws: returns ``(inputs, labels)``.
+
+    Every position with ``maskable`` True and ``choose < mask_prob`` is *chosen*; of the chosen ones,
+    those with ``action < 0.8`` become ``mask_id``, those with ``0.8 <= action < 0.9`` become
+    ``random_tokens`` and the rest keep their token (Devlin et al., 2019: 80% / 10% / 10%). ``labels``
+    holds the original token at the chosen positions and ``IGNORE_INDEX`` (-100) elsewhere. All
+    arguments but the two numbers are ``(batch, steps)``: ``choose``, ``action`` uniform in [0, 1).
+    """
+    _check_tokens(tokens, "tokens")
+    for name, t in [("maskable", maskable), ("choose", choose), ("action", action), ("random_tokens", random_tokens)]:
+        if not isinstance(t, torch.Tensor) or t.shape != tokens.shape:
+            got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+            raise ValueError(f"{name} must have the shape of tokens {tuple(tokens.shape)}, got {got}")
+    if maskable.dtype != torch.bool:
+        raise ValueError(f"maskable must be a boolean tensor, got dtype {maskable.dtype}")
+    if not 0.0 <= mask_prob <= 1.0:
+        raise ValueError(f"mask_prob must lie in [0, 1], got {mask_prob!r}")
+    chosen = maskable & (choose < mask_prob)
+    to_mask = chosen & (action < 0.8)
+    to_random = chosen & (action >= 0.8) & (action < 0.9)
+    inputs = torch.where(to_mask, torch.full_like(tokens, mask_id), tokens)
+    inputs = torch.where(to_random, random_tokens.to(tokens.dtype), inputs)
+    labels = torch.where(chosen, tokens, torch.full_like(tokens, IGNORE_INDEX))
+    return inputs, labels
+
+
+def mask_tokens(tokens: torch.Tensor, maskable: torch.Tensor, mask_id: int, vocab_size: int, *,
+                random_low: int = 0, mask_prob: float = 0.15, generator: torch.Generator | None = None):
+    """``bert_mask`` with its draws taken from ``generator`` (on the generator's device, then moved to
+    the tokens'): each maskable token is chosen independently with probability ``mask_prob`` (as in
+    RoBERTa's dynamic masking), and random replacements are uniform over ``random_low .. vocab_size - 1``
+    (pass the first ordinary token's index to never insert ``<pad>``, ``<mask>``, ...)."""
+    _check_tokens(tokens, "tokens")
+    if not 0 <= random_low < vocab_size:
+        raise ValueError(f"random_low must lie in 0..vocab_size - 1 = {vocab_size - 1}, got {random_low}")
+    gen_device = generator.device if generator is not None else torch.device("cpu")
+    shape = tuple(tokens.shape)
+    choose = torch.rand(shape, generator=generator, device=gen_device).to(tokens.device)
+    action = torch.rand(shape, generator=generator, device=gen_device).to(tokens.device)
+    random_tokens = torch.randint(random_low, vocab_size, shape, generator=generator, device=gen_device)
+    return bert_mask(tokens, maskable, choose, action, random_tokens.to(tokens.device), mask_id, mask_prob)
+
+
+def masked_lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over the chosen positions only (``labels != IGNORE_INDEX``).
+
+    ``logits`` ``(batch, steps, vocab)`` with ``labels`` ``(batch, steps)``, or the logits of the chosen
+    positions only, ``(count, vocab)`` (``model(X, valid_lens, positions=labels != IGNORE_INDEX)``).
+    """
+    if logits.dim() == 2 and logits.shape[0] == int((labels != IGNORE_INDEX).sum()):
+        labels = labels[labels != IGNORE_INDEX]  # (count,), the same row-major order
+        logits = logits.unsqueeze(0)
+        labels = labels.unsqueeze(0)
+    if logits.dim() != 3 or labels.shape != logits.shape[:2]:
+        raise ValueError(f"expected logits (batch, steps, vocab) and labels (batch, steps), got "
+                         f"{tuple(logits.shape)} and {tuple(labels.shape)}")
+    if not bool((labels != IGNORE_INDEX).any()):
+        raise ValueError("no position was chosen for prediction (every label is IGNORE_INDEX): the loss is undefined")
+    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                           ignore_index=IGNORE_INDEX)
+
+
+def train_language_model(model: nn.Module, batch_loss: Callable[[nn.Module, int], torch.Tensor], num_steps: int, *,
+                         lr: float = 1e-3, warmup: int = 100, clip: float = 1.0, betas=(0.9, 0.98),
+                         progress: bool = True, desc: str = "training") -> list[float]:
+    """Train ``model`` for ``num_steps`` steps of ``batch_loss(model, step)``; return the losses.
+
+    Adam with linear warm-up over ``warmup`` steps, then linear decay to 0 at the last step, and
+    gradient clipping at norm ``clip``, as ``train_seq2seq``. The model is left in eval mode.
+    """
+    if not isinstance(num_steps, int) or num_steps < 1:
+        raise ValueError(f"num_steps must be a positive int, got {num_steps!r}")
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=tuple(betas))
+    losses = []
+    model.train()
+    bar = tqdm(range(num_steps), desc=desc, disable=not progress, mininterval=1.0)
+    for step in bar:
+        for group in optimizer.param_groups:
+            group["lr"] = lr * learning_rate_factor(step, warmup, step / num_steps)
+        loss = batch_loss(model, step)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if clip:
+            nn.utils.clip_grad_norm_(model.parameters(), clip)
+        optimizer.step()
+        losses.append(loss.item())
+        if not math.isfinite(losses[-1]):
+            raise FloatingPointError(f"the loss became {losses[-1]} at step {step}; try a smaller lr (got {lr})")
+        bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
+    bar.close()
+    model.eval()
+    return losses
+

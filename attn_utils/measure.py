@@ -1,0 +1,164 @@
+"""Measuring attention: the memory it keeps for backward, its peak allocation, and its time.
+
+* :func:`saved_tensor_bytes` counts the bytes autograd saves for the backward pass, through
+  ``torch.autograd.graph.saved_tensors_hooks``: deterministic, on any device. Tensors that share
+  storage (a tensor and its transpose, a tensor saved by two operations) count once.
+* :func:`peak_memory_bytes` is the peak of memory allocated while a function runs, above what was
+  allocated before: ``torch.cuda.max_memory_allocated`` on CUDA, the allocations and frees recorded
+  by ``torch.profiler`` (operation by operation) elsewhere.
+* :func:`attention_memory` applies both to an attention function at one sequence length.
+* :func:`interleaved_medians` times several functions in turn within every repeat (as the
+  repository's benchmarks do), so all see the same machine load.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+
+def saved_tensor_bytes(fn, *inputs) -> int:
+    """Bytes of the distinct storages that autograd saves for backward while ``fn(*inputs)`` runs.
+
+    Inputs that ``fn`` saves count too (a matrix product saves both factors).
+    """
+    storages: dict[int, int] = {}
+
+    def pack(t):
+        storage = t.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn(*inputs)
+    return sum(storages.values())
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Silence what C++ code writes to the process's stderr (the profiler's start and stop notes)."""
+    sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no file descriptor 2 to redirect
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def peak_memory_bytes(fn, device) -> int:
+    """Peak bytes allocated while ``fn()`` runs, above the memory allocated when it starts."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        _synchronize(device)
+        start = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        fn()
+        _synchronize(device)
+        return torch.cuda.max_memory_allocated(device) - start
+    from torch.profiler import ProfilerActivity, profile
+
+    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    events = sorted(prof.events(), key=lambda e: e.time_range.start)  # allocations (+) and frees (-) in order
+    return max(itertools.accumulate((e.self_device_memory_usage if device.type != "cpu" else e.self_cpu_memory_usage)
+                                    for e in events), default=0)
+
+
+def attention_inputs(n: int, batch: int = 1, heads: int = 4, d: int = 64, device="cpu", dtype=torch.float32,
+                     seed: int = 0):
+    """Queries, keys and values (batch, heads, n, d) drawn from a seeded generator, requiring gradients."""
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.randn(batch, heads, n, d, generator=gen, dtype=dtype).to(device).requires_grad_()
+            for _ in range(3)]
+
+
+def attention_memory(fn, n: int, batch: int = 1, heads: int = 4, d: int = 64, device="cpu",
+                     dtype=torch.float32, backward: bool = True) -> dict:
+    """Memory of ``fn(q, k, v)`` (its output, or the first of the tuple it returns) at length ``n``.
+
+    Returns ``{"n", "saved_bytes", "peak_bytes", "map_bytes"}``: the bytes saved for backward, the
+    peak allocation of forward (+ backward of ``output.sum()`` when ``backward``) above the inputs, and
+    for comparison the size of one (batch, heads, n, n) map in ``dtype``.
+    """
+    q, k, v = attention_inputs(n, batch, heads, d, device, dtype)
+
+    def output():
+        out = fn(q, k, v)
+        return out[0] if isinstance(out, tuple) else out
+
+    def step():
+        out = output()
+        if backward:
+            out.sum().backward()
+        del out
+
+    saved = saved_tensor_bytes(output)
+    for t in (q, k, v):
+        t.grad = None
+    peak = peak_memory_bytes(step, device)
+    element = torch.empty((), dtype=dtype).element_size()
+    return {"n": n, "saved_bytes": saved, "peak_bytes": peak, "map_bytes": batch * heads * n * n * element}
+
+
+def loglog_slope(xs, ys) -> float:
+    """The slope of the least-squares line through ``(log x, log y)``: the exponent p of ``y ~ x^p``."""
+    lx, ly = [math.log(x) for x in xs], [math.log(y) for y in ys]
+    mx, my = statistics.fmean(lx), statistics.fmean(ly)
+    return sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
+
+
+def interleaved_medians(fns, device="cpu", repeats: int = 10, warmup: int = 2) -> list[float]:
+    """Median seconds of each of ``fns``, run in turn within every repeat so all see the same load."""
+    device = torch.device(device)
+    for _ in range(warmup):
+        for fn in fns:
+            fn()
+    times = [[] for _ in fns]
+    for _ in range(repeats):
+        for fn, out in zip(fns, times):
+            _synchronize(device)
+            start = time.perf_counter()
+            fn()
+            _synchronize(device)
+            out.append(time.perf_counter() - start)
+    return [statistics.median(t) for t in times]
+
+
+def environment(device) -> dict:
+    """What a stored measurement must say about where it was taken: device name, torch version, date."""
+    import datetime
+    import platform
+
+    device = torch.device(device)
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+    else:
+        name = platform.processor() or platform.machine() or device.type
+        try:  # Linux names the CPU model
+            with open("/proc/cpuinfo", encoding="utf-8") as info:
+                name = next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
+        except (OSError, StopIteration):
+            pass
+    return {"device_type": device.type, "device_name": name, "torch": torch.__version__,
+            "cpu_threads": torch.get_num_threads(), "date": datetime.date.today().isoformat()}

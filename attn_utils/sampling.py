@@ -1,0 +1,196 @@
+"""Sampling from a language model: temperature, top-k, generation with or without a key-value cache.
+
+* ``sampling_probs(logits, temperature, top_k)``: the distribution the next token is drawn from,
+  ``softmax(top_k(logits) / T)``; ``T = 0`` is the limit, all mass on the argmax (greedy).
+* ``top_k_filter``: keep the k largest logits of each row, ``-inf`` elsewhere (Fan et al., 2018).
+* ``sample_from(probs, generator)``: one draw per row by inverting the cumulative distribution with a
+  uniform number from ``generator``, so a seeded generator gives the same tokens on every device.
+* ``generate(model, prompt, max_new_tokens, ...)``: extend a prompt, feeding one token at a time to a
+  key-value cache or re-running the whole sequence at every step.
+* ``time_generation`` and ``kv_cache_bytes``: what the cache saves in time, and what it costs in memory.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+
+import torch
+
+from .seq2seq import _check_tokens
+
+
+def _check_temperature(temperature) -> float:
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not math.isfinite(temperature) \
+            or temperature < 0:
+        raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {temperature!r}")
+    return float(temperature)
+
+
+def _check_top_k(top_k) -> int | None:
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+        raise ValueError(f"top_k must be None (no filtering) or an int >= 1, got {top_k!r}")
+    return top_k
+
+
+def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """``logits`` ``(..., vocab)`` with all but the ``k`` largest of each row set to ``-inf``.
+
+    Exactly ``k`` entries stay (all of them when ``k >= vocab``). Ties at the k-th place are broken by
+    position: among equal logits the one with the lower index is kept (a stable sort).
+    """
+    k = _check_top_k(k)
+    if k >= logits.shape[-1]:
+        return logits.clone()
+    order = torch.sort(logits, dim=-1, descending=True, stable=True).indices[..., :k]  # (..., k)
+    keep = torch.zeros_like(logits, dtype=torch.bool).scatter_(-1, order, True)
+    return logits.masked_fill(~keep, float("-inf"))
+
+
+def sampling_probs(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None) -> torch.Tensor:
+    """The next-token distribution ``softmax(top_k(logits) / temperature)``, ``(..., vocab)``, float.
+
+    ``temperature = 0`` gives all the mass to the argmax (the first index among equal maxima): the
+    limit of ``T -> 0``, computed without dividing by 0. The largest logit is subtracted before dividing,
+    so tiny temperatures never overflow. ``top_k = 1`` is greedy too. Rows with no finite logit raise.
+    """
+    temperature, top_k = _check_temperature(temperature), _check_top_k(top_k)
+    if logits.dim() < 1 or logits.shape[-1] < 1 or not logits.is_floating_point():
+        raise ValueError(f"logits must be a float tensor (..., vocab), got shape {tuple(logits.shape)}, "
+                         f"dtype {logits.dtype}")
+    if torch.isnan(logits).any() or not bool(torch.isfinite(logits).any(dim=-1).all()):
+        raise ValueError("logits must have no NaN and at least one finite entry per row")
+    if temperature == 0.0:
+        best = logits.argmax(dim=-1, keepdim=True)  # (..., 1)
+        return torch.zeros_like(logits).scatter_(-1, best, 1.0)
+    if top_k is not None:
+        logits = top_k_filter(logits, top_k)
+    shifted = logits - logits.max(dim=-1, keepdim=True).values  # (..., vocab), max 0
+    return torch.softmax(shifted / temperature, dim=-1)
+
+
+def sample_from(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """One index per row of ``probs`` ``(batch, vocab)``, drawn with one uniform number per row: ``(batch,)``.
+
+    The uniform numbers come from ``generator`` (default: torch's global one) on the generator's own
+    device and are moved to ``probs``'s, so the draws do not depend on where the model runs. An index
+    with probability 0 is never returned.
+    """
+    if probs.dim() != 2:
+        raise ValueError(f"probs must be (batch, vocab), got shape {tuple(probs.shape)}")
+    gen_device = generator.device if generator is not None else torch.device("cpu")
+    u = torch.rand(probs.shape[0], 1, generator=generator, device=gen_device, dtype=torch.float64)
+    cdf = probs.double().cumsum(dim=-1)  # (batch, vocab)
+    target = u.to(probs.device) * cdf[:, -1:]  # (batch, 1), below the total, so rounding cannot overshoot
+    index = torch.searchsorted(cdf, target, right=True).squeeze(1)  # first index whose cdf exceeds target
+    return index.clamp(max=probs.shape[-1] - 1)
+
+
+@torch.no_grad()
+def generate(model, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
+             use_cache: bool = True, generator: torch.Generator | None = None, return_logits: bool = False):
+    """Extend ``prompt`` ``(batch, P)`` by ``max_new_tokens`` sampled tokens: ``(batch, P + max_new_tokens)``.
+
+    ``model(X, cache)`` returns ``(logits, cache)`` (a ``CausalLanguageModel``). With ``use_cache``
+    the prompt is fed once and then each new token alone; without, the whole sequence is fed again at
+    every step (the same numbers, slower). Each step draws one uniform number per row from
+    ``generator`` (``temperature=0`` draws none: greedy). ``return_logits=True`` also returns the
+    logits each step sampled from, ``(batch, max_new_tokens, vocab)``. Generation does not stop at
+    ``<eos>``: cut the rows where you need to.
+    """
+    _check_tokens(prompt, "prompt")
+    if prompt.shape[1] < 1:
+        raise ValueError(f"prompt must hold at least one token (e.g. <bos>), got shape {tuple(prompt.shape)}")
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
+    temperature, top_k = _check_temperature(temperature), _check_top_k(top_k)
+    was_training = model.training
+    model.eval()
+    tokens, steps_logits, cache = prompt, [], None
+    try:
+        for _ in range(max_new_tokens):
+            if use_cache:
+                logits, cache = model(tokens if cache is None else tokens[:, -1:], cache)
+            else:
+                logits, _ = model(tokens)  # the whole sequence again: (batch, length, vocab)
+            last = logits[:, -1].float()  # (batch, vocab)
+            if temperature == 0.0:
+                token = last.argmax(dim=-1)
+            else:
+                token = sample_from(sampling_probs(last, temperature, top_k), generator)
+            tokens = torch.cat([tokens, token.unsqueeze(1).to(tokens.dtype)], dim=1)
+            steps_logits.append(last)
+    finally:
+        model.train(was_training)
+    if return_logits:
+        vocab = model.dense.out_features if hasattr(model, "dense") else 0
+        stacked = torch.stack(steps_logits, dim=1) if steps_logits else prompt.new_zeros(
+            prompt.shape[0], 0, vocab, dtype=torch.float)
+        return tokens, stacked
+    return tokens
+
+
+def kv_cache_bytes(num_blks: int, num_heads: int, length: int, head_dim: int, batch: int = 1,
+                   dtype: torch.dtype = torch.float32) -> int:
+    """Bytes of a key-value cache: ``2 (keys and values) * blocks * heads * length * head_dim * batch * size``."""
+    for name, value in [("num_blks", num_blks), ("num_heads", num_heads), ("length", length),
+                        ("head_dim", head_dim), ("batch", batch)]:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    return 2 * num_blks * num_heads * length * head_dim * batch * itemsize
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+def time_generation(model, lengths, *, batch: int = 1, prompt_len: int = 1, repeats: int = 3,
+                    progress: bool = False) -> list[dict]:
+    """Greedy generation of each of ``lengths`` new tokens with and without the cache, timed.
+
+    Returns one dict per length: ``length``, ``cached_s`` and ``uncached_s`` (median seconds over
+    ``repeats`` runs, after one untimed warm-up run of the shortest length), ``speedup``
+    (uncached / cached), ``cached_ms_per_token``, ``uncached_ms_per_token`` and ``cache_bytes`` (the
+    cache at the end, from ``kv_cache_bytes``). Both runs are checked to write the same tokens. The
+    prompt is ``prompt_len`` random tokens; use an untrained model so no ``<eos>`` cuts anything short.
+    """
+    lengths = list(lengths)
+    if not lengths or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in lengths):
+        raise ValueError(f"lengths must be a non-empty list of ints >= 1, got {lengths!r}")
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
+    weight = model.embedding.weight
+    device = weight.device
+    vocab = weight.shape[0]
+    prompt = torch.randint(vocab, (batch, prompt_len), generator=torch.Generator().manual_seed(0)).to(device)
+    generate(model, prompt, min(lengths), temperature=0.0)  # warm-up: allocations, kernels
+    generate(model, prompt, min(lengths), temperature=0.0, use_cache=False)
+    results = []
+    for n in lengths:
+        times = {True: [], False: []}
+        outputs = {}
+        for _ in range(repeats):
+            for use_cache in (True, False):  # interleaved, so both see the same machine load
+                _synchronize(device)
+                start = time.perf_counter()
+                outputs[use_cache] = generate(model, prompt, n, temperature=0.0, use_cache=use_cache)
+                _synchronize(device)
+                times[use_cache].append(time.perf_counter() - start)
+        if not torch.equal(outputs[True], outputs[False]):
+            raise RuntimeError(f"cached and uncached generation of {n} tokens wrote different tokens")
+        cached, uncached = statistics.median(times[True]), statistics.median(times[False])
+        blk = model.blks[0].attention1
+        results.append(dict(length=n, cached_s=cached, uncached_s=uncached, speedup=uncached / cached,
+                            cached_ms_per_token=1e3 * cached / n, uncached_ms_per_token=1e3 * uncached / n,
+                            cache_bytes=kv_cache_bytes(len(model.blks), blk.num_heads, prompt_len + n - 1,
+                                                       blk.num_hiddens // blk.num_heads, batch, weight.dtype)))
+        if progress:
+            r = results[-1]
+            print(f"{n:5d} tokens: cached {r['cached_s']:.3f} s, uncached {r['uncached_s']:.3f} s, "
+                  f"speed-up {r['speedup']:.1f}x")
+    return results

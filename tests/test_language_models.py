@@ -1,0 +1,425 @@
+"""The GPT- and BERT-style language models, sampling, generation with a key-value cache, and BERT's masking."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from attn_utils import (
+    IGNORE_INDEX,
+    CausalLanguageModel,
+    MaskedLanguageModel,
+    TransformerDecoderBlock,
+    bert_mask,
+    causal_lm_loss,
+    generate,
+    kv_cache_bytes,
+    mask_tokens,
+    masked_lm_loss,
+    sample_from,
+    sampling_probs,
+    time_generation,
+    top_k_filter,
+    train_language_model,
+)
+
+
+def small_lm(vocab=30, device="cpu", dtype=torch.float64, **kwargs):
+    torch.manual_seed(0)
+    return CausalLanguageModel(vocab, 16, 32, 4, 2, max_len=64, **kwargs).to(device=device, dtype=dtype).eval()
+
+
+# --- the decoder block without cross-attention -------------------------------------------------------------------
+
+def test_block_without_cross_attention_has_no_second_attention_and_checks_its_arguments():
+    blk = TransformerDecoderBlock(8, 16, 2, 0.0, norm_first=True, cross_attention=False)
+    assert not hasattr(blk, "attention2") and not hasattr(blk, "addnorm2")
+    X, empty = torch.randn(1, 3, 8), torch.zeros(1, 2, 0, 4)
+    out, k, v = blk(X, empty, empty)
+    assert out.shape == (1, 3, 8) and k.shape == (1, 2, 3, 4)
+    with pytest.raises(ValueError, match="cross_attention=False"):
+        blk(X, empty, empty, torch.zeros(1, 2, 5, 4), torch.zeros(1, 2, 5, 4))
+    with pytest.raises(ValueError, match="cross_attention=True"):
+        TransformerDecoderBlock(8, 16, 2, 0.0)(X, empty, empty)
+
+
+def test_block_without_cross_attention_equals_a_hand_written_pre_norm_block():
+    torch.manual_seed(0)
+    blk = TransformerDecoderBlock(8, 16, 2, 0.0, norm_first=True, cross_attention=False).double()
+    X = torch.randn(2, 5, 8, dtype=torch.float64)
+    empty = torch.zeros(2, 2, 0, 4, dtype=torch.float64)
+    mask = torch.ones(5, 5, dtype=torch.bool).tril()
+    attn = torch.nn.MultiheadAttention(8, 2, bias=False, batch_first=True).double()
+    a = blk.attention1
+    with torch.no_grad():
+        attn.in_proj_weight.copy_(torch.cat([a.W_q.weight, a.W_k.weight, a.W_v.weight]))
+        attn.out_proj.weight.copy_(a.W_o.weight)
+        x = blk.addnorm1.ln(X)
+        H = X + attn(x, x, x, attn_mask=~mask, need_weights=False)[0]
+        expected = H + blk.ffn(blk.addnorm3.ln(H))
+        got, _, _ = blk(X, empty, empty)
+    torch.testing.assert_close(got, expected)
+
+
+# --- the causal language model -------------------------------------------------------------------------------------
+
+def test_tied_weights_and_no_cross_attention():
+    model = small_lm()
+    assert model.dense.weight is model.embedding.weight
+    assert model.dense.bias is None
+    assert all(not blk.cross_attention for blk in model.blks)
+    names = {n for n, _ in model.named_parameters()}
+    assert "dense.weight" not in names  # counted once, as the embedding
+
+
+@pytest.mark.parametrize("t", [0, 3, 6])
+def test_logits_at_t_do_not_depend_on_later_tokens(t):
+    model = small_lm()
+    X = torch.randint(30, (3, 8), generator=torch.Generator().manual_seed(1))
+    changed = X.clone()
+    changed[:, t + 1:] = (changed[:, t + 1:] + 7) % 30
+    with torch.no_grad():
+        a, _ = model(X)
+        b, _ = model(changed)
+    torch.testing.assert_close(a[:, :t + 1], b[:, :t + 1], rtol=0, atol=1e-12)
+    if t < 7:
+        assert (a[:, t + 1:] - b[:, t + 1:]).abs().max() > 1e-3  # later positions do change
+
+
+@pytest.mark.parametrize("length", [1, 5, 12])
+@pytest.mark.parametrize("chunk", [1, 3])
+def test_cached_step_by_step_logits_equal_full_recomputation(length, chunk):
+    model = small_lm()
+    X = torch.randint(30, (3, length), generator=torch.Generator().manual_seed(length))
+    with torch.no_grad():
+        full, (k_full, v_full) = model(X)
+        cache, pieces = None, []
+        for i in range(0, length, chunk):  # feed `chunk` tokens after the i cached ones
+            logits, cache = model(X[:, i:i + chunk], cache)
+            pieces.append(logits)
+    torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=0, atol=1e-12)
+    torch.testing.assert_close(cache[0], k_full, rtol=0, atol=1e-12)
+    assert cache[0].shape == (2, 3, 4, length, 4)
+
+
+def test_forward_bad_inputs_raise_value_errors():
+    model = small_lm()
+    with pytest.raises(ValueError, match="integer tensor"):
+        model(torch.randn(2, 3))
+    with pytest.raises(ValueError, match="cache must be"):
+        model(torch.zeros(2, 3, dtype=torch.long), model.empty_cache(5))
+    with pytest.raises(ValueError, match="max_len"):
+        model(torch.zeros(1, 65, dtype=torch.long))
+    with pytest.raises(ValueError, match="at least 2 steps"):
+        causal_lm_loss(model, torch.zeros(2, 1, dtype=torch.long), pad=0)
+    with pytest.raises(ValueError, match="every target is padding"):
+        causal_lm_loss(model, torch.tensor([[1, 0, 0]]), pad=0)
+
+
+def test_causal_lm_loss_is_the_mean_over_real_targets():
+    model = small_lm()
+    tokens = torch.tensor([[1, 5, 6, 2, 0], [1, 7, 2, 0, 0]])
+    with torch.no_grad():
+        logits, _ = model(tokens[:, :-1])
+        logp = torch.log_softmax(logits, dim=-1)
+        by_hand = -(logp[0, 0, 5] + logp[0, 1, 6] + logp[0, 2, 2] + logp[1, 0, 7] + logp[1, 1, 2]) / 5
+        torch.testing.assert_close(causal_lm_loss(model, tokens, pad=0).double(), by_hand)
+
+
+# --- sampling --------------------------------------------------------------------------------------------------------
+
+def test_top_k_keeps_exactly_k_and_breaks_ties_by_lower_index():
+    logits = torch.tensor([[1.0, 3.0, 3.0, 0.0, 3.0], [5.0, 4.0, 3.0, 2.0, 1.0]])
+    kept = torch.isfinite(top_k_filter(logits, 2))
+    assert kept.tolist() == [[False, True, True, False, False], [True, True, False, False, False]]
+    assert torch.isfinite(top_k_filter(logits, 9)).all()
+    torch.testing.assert_close(top_k_filter(logits, 5), logits)
+
+
+def test_sampling_probs_equals_softmax_of_logits_over_t_and_renormalised_top_k():
+    logits = torch.tensor([[2.0, 1.0, 0.5, 0.0, -1.0]])
+    for T in (0.3, 1.0, 2.5):
+        torch.testing.assert_close(sampling_probs(logits, T), torch.softmax(logits / T, dim=-1))
+    p = sampling_probs(logits, 0.5, top_k=2)
+    e = torch.exp(torch.tensor([2.0, 1.0]) / 0.5)
+    torch.testing.assert_close(p[0, :2], e / e.sum())
+    assert p[0, 2:].abs().max() == 0
+
+
+def test_temperature_zero_is_argmax_and_tiny_temperatures_do_not_overflow():
+    logits = torch.tensor([[1000.0, 999.0, -5.0], [0.0, 2.0, 2.0]])
+    greedy = sampling_probs(logits, 0.0)
+    assert greedy.tolist() == [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]  # the first maximum among ties
+    tiny = sampling_probs(logits, 1e-30)
+    assert not torch.isnan(tiny).any()
+    assert tiny[0].tolist() == [1.0, 0.0, 0.0] and tiny[1].tolist() == [0.0, 0.5, 0.5]
+    torch.testing.assert_close(sampling_probs(logits, 1.0, top_k=1), F.one_hot(logits.argmax(-1), 3).float())
+
+
+@pytest.mark.parametrize("bad", [-0.1, float("nan"), float("inf"), "1", None, True])
+def test_bad_temperature_raises(bad):
+    with pytest.raises(ValueError, match="temperature"):
+        sampling_probs(torch.zeros(1, 3), bad)
+
+
+@pytest.mark.parametrize("bad", [0, -2, 1.5, True, "3"])
+def test_bad_top_k_raises(bad):
+    with pytest.raises(ValueError, match="top_k"):
+        sampling_probs(torch.zeros(1, 3), 1.0, bad)
+
+
+def test_bad_logits_raise():
+    with pytest.raises(ValueError, match="NaN"):
+        sampling_probs(torch.tensor([[0.0, float("nan")]]))
+    with pytest.raises(ValueError, match="finite"):
+        sampling_probs(torch.full((1, 3), float("-inf")))
+    with pytest.raises(ValueError, match="float"):
+        sampling_probs(torch.tensor([[1, 2]]))
+
+
+def test_sample_frequencies_match_the_distribution_chi_square():
+    logits = torch.tensor([1.5, 0.2, -0.3, 0.9, -2.0, 0.0])
+    T, n = 0.8, 40_000
+    p = torch.softmax(logits / T, dim=-1)
+    probs = sampling_probs(logits.expand(n, 6), T)
+    draws = sample_from(probs, torch.Generator().manual_seed(0))
+    counts = torch.bincount(draws, minlength=6).double()
+    chi2 = (((counts - n * p.double()) ** 2) / (n * p.double())).sum().item()
+    assert chi2 < 20.5  # the 0.999 quantile of chi-square with 5 degrees of freedom
+
+
+def test_sample_from_never_draws_a_zero_probability_index():
+    probs = sampling_probs(torch.randn(2000, 50, generator=torch.Generator().manual_seed(0)), 1.0, top_k=3)
+    draws = sample_from(probs, torch.Generator().manual_seed(1))
+    assert (probs.gather(1, draws[:, None]) > 0).all()
+
+
+def test_sample_from_inverts_the_cdf_by_hand():
+    probs = torch.tensor([[0.2, 0.0, 0.5, 0.3]] * 4)
+    gen = torch.Generator().manual_seed(5)
+    u = torch.rand(4, 1, generator=torch.Generator().manual_seed(5), dtype=torch.float64).squeeze(1).tolist()
+    expected = [0 if x < 0.2 else 2 if x < 0.7 else 3 for x in u]
+    assert sample_from(probs, gen).tolist() == expected
+
+
+# --- generation ------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("temperature,top_k", [(0.0, None), (1.0, None), (0.7, 5), (1.3, 1)])
+def test_generate_with_and_without_cache_gives_identical_tokens_and_logits(temperature, top_k):
+    model = small_lm()
+    prompt = torch.randint(30, (3, 4), generator=torch.Generator().manual_seed(0))
+    a, la = generate(model, prompt, 15, temperature, top_k, use_cache=True,
+                     generator=torch.Generator().manual_seed(7), return_logits=True)
+    b, lb = generate(model, prompt, 15, temperature, top_k, use_cache=False,
+                     generator=torch.Generator().manual_seed(7), return_logits=True)
+    assert torch.equal(a, b) and a.shape == (3, 19) and torch.equal(a[:, :4], prompt)
+    torch.testing.assert_close(la, lb, rtol=0, atol=1e-10)
+
+
+def test_generate_greedy_equals_argmax_of_the_full_forward():
+    model = small_lm()
+    prompt = torch.tensor([[3, 4]])
+    out = generate(model, prompt, 6, temperature=0.0)
+    with torch.no_grad():
+        for t in range(2, 8):
+            logits, _ = model(out[:, :t])
+            assert out[0, t] == logits[0, -1].argmax()
+
+
+def test_generate_same_seed_same_text_different_seed_different_text():
+    model = small_lm(dtype=torch.float32)
+    prompt = torch.zeros(4, 1, dtype=torch.long)
+    a = generate(model, prompt, 20, 1.5, generator=torch.Generator().manual_seed(0))
+    b = generate(model, prompt, 20, 1.5, generator=torch.Generator().manual_seed(0))
+    c = generate(model, prompt, 20, 1.5, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+def test_generate_bad_inputs_raise():
+    model = small_lm()
+    with pytest.raises(ValueError, match="at least one token"):
+        generate(model, torch.zeros(2, 0, dtype=torch.long), 3)
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        generate(model, torch.zeros(2, 1, dtype=torch.long), -1)
+    with pytest.raises(ValueError, match="temperature"):
+        generate(model, torch.zeros(2, 1, dtype=torch.long), 3, temperature=-1)
+    with pytest.raises(ValueError, match="top_k"):
+        generate(model, torch.zeros(2, 1, dtype=torch.long), 3, top_k=0)
+
+
+def test_generate_restores_training_mode():
+    model = small_lm().train()
+    generate(model, torch.zeros(1, 1, dtype=torch.long), 2)
+    assert model.training
+
+
+def test_kv_cache_bytes_formula_and_errors():
+    assert kv_cache_bytes(2, 4, 10, 8) == 2 * 2 * 4 * 10 * 8 * 4
+    assert kv_cache_bytes(48, 25, 1024, 64, batch=3, dtype=torch.float16) == 2 * 48 * 25 * 1024 * 64 * 3 * 2
+    model = small_lm(dtype=torch.float32)
+    _, (k, v) = model(torch.zeros(2, 10, dtype=torch.long))
+    assert k.numel() * k.element_size() + v.numel() * v.element_size() == kv_cache_bytes(2, 4, 10, 4, batch=2)
+    with pytest.raises(ValueError, match="length"):
+        kv_cache_bytes(2, 4, -1, 8)
+
+
+def test_time_generation_reports_each_length():
+    model = small_lm(dtype=torch.float32)
+    rows = time_generation(model, [4, 8], repeats=1)
+    assert [r["length"] for r in rows] == [4, 8]
+    assert all(r["cached_s"] > 0 and r["uncached_s"] > 0 for r in rows)
+    assert rows[1]["cache_bytes"] == kv_cache_bytes(2, 4, 8, 4)
+    with pytest.raises(ValueError, match="lengths"):
+        time_generation(model, [])
+
+
+# --- BERT's masking --------------------------------------------------------------------------------------------------
+
+def test_bert_mask_exact_behaviour_from_given_draws():
+    tokens = torch.tensor([[7, 8, 9, 10, 11, 12, 0]])
+    maskable = tokens != 0
+    choose = torch.tensor([[0.0, 0.15, 0.1, 0.1, 0.1, 0.9, 0.0]])
+    action = torch.tensor([[0.5, 0.5, 0.8, 0.85, 0.95, 0.1, 0.1]])
+    random_tokens = torch.tensor([[20, 21, 22, 23, 24, 25, 26]])
+    inputs, labels = bert_mask(tokens, maskable, choose, action, random_tokens, mask_id=4)
+    assert inputs.tolist() == [[4, 8, 22, 23, 11, 12, 0]]
+    assert labels.tolist() == [[7, -100, 9, 10, 11, -100, -100]]
+
+
+def test_masking_proportions_on_a_large_sample():
+    gen = torch.Generator().manual_seed(0)
+    tokens = torch.randint(5, 1000, (400, 500), generator=gen)
+    tokens[:, 450:] = 0  # padding
+    maskable = tokens != 0
+    inputs, labels = mask_tokens(tokens, maskable, 4, 1000, random_low=5, generator=gen)
+    chosen = labels != IGNORE_INDEX
+    n, m = int(maskable.sum()), int(chosen.sum())
+    # binomial standard deviations: 4.5 of them is a 1-in-100,000 failure
+    assert abs(m / n - 0.15) < 4.5 * math.sqrt(0.15 * 0.85 / n)
+    masked = (inputs[chosen] == 4).float().mean().item()
+    same = (inputs[chosen] == tokens[chosen]).float().mean().item()
+    other = 1 - masked - same
+    for observed, p in [(masked, 0.8), (same, 0.1 + 0.1 / 995), (other, 0.1 - 0.1 / 995)]:
+        assert abs(observed - p) < 4.5 * math.sqrt(p * (1 - p) / m)
+    assert not chosen[~maskable].any()  # padding never chosen
+    assert (inputs[~chosen] == tokens[~chosen]).all()  # nothing else touched
+    assert (inputs[chosen & (inputs != 4)] >= 5).all()  # random replacements are ordinary tokens
+    torch.testing.assert_close(labels[chosen], tokens[chosen])
+
+
+def test_mask_tokens_is_reproducible_and_bad_inputs_raise():
+    tokens = torch.randint(5, 50, (3, 9))
+    a = mask_tokens(tokens, tokens > 0, 4, 50, random_low=5, generator=torch.Generator().manual_seed(3))
+    b = mask_tokens(tokens, tokens > 0, 4, 50, random_low=5, generator=torch.Generator().manual_seed(3))
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    with pytest.raises(ValueError, match="boolean"):
+        bert_mask(tokens, (tokens > 0).long(), torch.rand(3, 9), torch.rand(3, 9), tokens, 4)
+    with pytest.raises(ValueError, match="choose must have the shape"):
+        bert_mask(tokens, tokens > 0, torch.rand(3, 8), torch.rand(3, 9), tokens, 4)
+    with pytest.raises(ValueError, match="random_low"):
+        mask_tokens(tokens, tokens > 0, 4, 50, random_low=50)
+    with pytest.raises(ValueError, match="mask_prob"):
+        bert_mask(tokens, tokens > 0, torch.rand(3, 9), torch.rand(3, 9), tokens, 4, mask_prob=1.5)
+
+
+def test_mlm_loss_counts_only_chosen_positions_by_hand():
+    torch.manual_seed(0)
+    logits = torch.randn(2, 4, 6, dtype=torch.float64)
+    labels = torch.tensor([[-100, 3, -100, -100], [5, -100, -100, 0]])
+    logp = torch.log_softmax(logits, dim=-1)
+    by_hand = -(logp[0, 1, 3] + logp[1, 0, 5] + logp[1, 3, 0]) / 3
+    torch.testing.assert_close(masked_lm_loss(logits, labels).double(), by_hand)
+    chosen = labels != IGNORE_INDEX
+    torch.testing.assert_close(masked_lm_loss(logits[chosen], labels).double(), by_hand)
+    changed = logits.clone()
+    changed[~chosen] = 100 * torch.randn_like(changed[~chosen])  # other positions do not matter
+    torch.testing.assert_close(masked_lm_loss(changed, labels), masked_lm_loss(logits, labels))
+    with pytest.raises(ValueError, match="no position was chosen"):
+        masked_lm_loss(logits, torch.full((2, 4), -100))
+    with pytest.raises(ValueError, match="expected logits"):
+        masked_lm_loss(logits, labels[:, :3])
+
+
+def test_masked_lm_sees_both_sides_ignores_padding_and_ties_weights():
+    torch.manual_seed(0)
+    model = MaskedLanguageModel(30, 16, 32, 4, 2).double().eval()
+    assert model.dense.weight is model.encoder.embedding.weight
+    X = torch.randint(5, 30, (2, 6), generator=torch.Generator().manual_seed(0))
+    changed = X.clone()
+    changed[:, 5] = (changed[:, 5] + 3) % 30
+    with torch.no_grad():
+        assert (model(X)[:, 0] - model(changed)[:, 0]).abs().max() > 1e-4  # position 0 sees position 5
+        lens = torch.tensor([4, 4])
+        torch.testing.assert_close(model(X, lens)[:, :4], model(changed, lens)[:, :4])  # padding is invisible
+        positions = torch.zeros(2, 6, dtype=torch.bool)
+        positions[0, 2] = positions[1, 4] = True
+        torch.testing.assert_close(model(X, positions=positions), model(X)[positions])
+    with pytest.raises(ValueError, match="positions must be"):
+        model(X, positions=positions.long())
+
+
+# --- training: each model memorises a tiny corpus ------------------------------------------------------------------
+
+CORPUS = torch.tensor([[1, 5, 6, 7, 8, 2], [1, 9, 10, 11, 2, 0], [1, 12, 6, 13, 14, 2]])
+
+
+def test_causal_lm_memorises_a_tiny_corpus(one_thread):
+    torch.manual_seed(0)
+    model = CausalLanguageModel(16, 32, 64, 4, 2, max_len=16)
+    losses = train_language_model(model, lambda m, step: causal_lm_loss(m, CORPUS, pad=0), 150, lr=3e-3,
+                                  warmup=10, progress=False)
+    assert losses[-1] < 0.5 * losses[0]
+    # the first word after <bos> is ambiguous (3 choices); every later token is determined by its prefix
+    for row in CORPUS:
+        n = int((row != 0).sum())
+        out = generate(model, row[None, :2], n - 2, temperature=0.0)
+        assert out[0].tolist() == row[:n].tolist()
+
+
+def test_masked_lm_memorises_a_tiny_corpus(one_thread):
+    torch.manual_seed(0)
+    words = CORPUS[:, 1:].masked_fill(CORPUS[:, 1:] == 2, 0)  # (3, 5) without <bos>, <eos> -> padding
+    model = MaskedLanguageModel(16, 32, 64, 4, 2, max_len=16)
+    gen = torch.Generator().manual_seed(0)
+    lens = (words != 0).sum(dim=1)
+
+    def step_loss(m, step):
+        inputs, labels = mask_tokens(words, words >= 5, 4, 16, random_low=5, mask_prob=0.3, generator=gen)
+        if not (labels != IGNORE_INDEX).any():
+            labels[0, 0] = words[0, 0]
+        return masked_lm_loss(m(inputs, lens), labels)
+
+    train_language_model(model, step_loss, 300, lr=3e-3, warmup=10, progress=False)
+    with torch.no_grad():
+        for row, n in zip(words, lens.tolist()):
+            for i in range(n):
+                X = row.clone()
+                X[i] = 4
+                assert model(X[None], torch.tensor([n]))[0, i].argmax() == row[i]
+
+
+def test_train_language_model_bad_steps():
+    with pytest.raises(ValueError, match="num_steps"):
+        train_language_model(small_lm(), lambda m, s: None, 0)
+
+
+# --- every device ----------------------------------------------------------------------------------------------------
+
+def test_models_sampling_and_masking_on_any_device(any_device):
+    model = small_lm(device=any_device, dtype=torch.float32)
+    prompt = torch.randint(30, (2, 3), generator=torch.Generator().manual_seed(0)).to(any_device)
+    a, la = generate(model, prompt, 8, 1.0, 5, generator=torch.Generator().manual_seed(1), return_logits=True)
+    b, lb = generate(model, prompt, 8, 1.0, 5, use_cache=False, generator=torch.Generator().manual_seed(1),
+                     return_logits=True)
+    assert a.device.type == any_device.type and torch.equal(a, b)
+    torch.testing.assert_close(la, lb, atol=1e-4, rtol=1e-4)
+    cpu = generate(small_lm(dtype=torch.float32), prompt.cpu(), 8, 1.0, 5, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(a.cpu(), cpu)  # draws come from the CPU generator: the same text on every device
+    tokens = torch.randint(5, 30, (4, 7), device=any_device)
+    inputs, labels = mask_tokens(tokens, tokens > 0, 4, 30, random_low=5, generator=torch.Generator().manual_seed(0))
+    assert inputs.device.type == any_device.type and labels.device.type == any_device.type
+    mlm = MaskedLanguageModel(30, 16, 32, 4, 1).to(any_device)
+    assert mlm(inputs).shape == (4, 7, 30)
