@@ -1,6 +1,7 @@
-# Two commands do everything on a fresh machine with Python 3.10+:
-#   make book   build the book into _build/html (creating .venv first if needed)
-#   make test   unit tests, every notebook through nbval, and a strict book build
+# Two commands do everything on a fresh machine with Python 3.10+, Node.js/npm and make:
+#   make book   build the book into _build/html (creating .venv and the web assets first if needed)
+#   make test   lint, a strict book build, unit tests, every notebook through nbval, and the
+#               browser test of every built page (installs Debian's Chromium if it is missing)
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -15,11 +16,18 @@ PYTEST_WORKERS ?= 2
 TEST_THREADS ?= 1
 JB_FLAGS ?=
 
-.PHONY: help env book book-strict test execute setup-cells student instructor clean
+WEB := tools/web
+WEB_STAMP := $(WEB)/node_modules/.installed
+CHROMIUM ?= chromium
+
+.PHONY: help env web-assets browser check-site lint book book-strict test execute setup-cells student instructor clean
 
 help:
 	@echo "make book         build the book into _build/html"
-	@echo "make test         unit tests + every notebook (nbval) + book build with warnings as errors"
+	@echo "make test         lint + book build with warnings as errors + unit tests + every notebook (nbval)"
+	@echo "                  + the browser test of every page"
+	@echo "make lint         ruff over attn_utils, tests, tools, benchmarks and the notebooks"
+	@echo "make check-site   the browser test alone, on the book as last built"
 	@echo "make execute      re-run every notebook in place and store its outputs (NB=path for one)"
 	@echo "make student      write the student edition (no solutions) into editions/student"
 	@echo "make instructor   write the full edition into editions/instructor"
@@ -35,18 +43,43 @@ $(STAMP): requirements.txt requirements-dev.txt constraints-cpu.txt pyproject.to
 
 env: $(STAMP)
 
-book: $(STAMP)
+# MathJax and the widget manager, from the npm registry at the versions in package-lock.json, copied
+# into _build/web_assets: the built pages load them from there, so the book reads offline.
+$(WEB_STAMP): $(WEB)/package.json $(WEB)/package-lock.json
+	@command -v npm >/dev/null || { echo "npm is needed to install MathJax and the widget manager (Debian: apt-get install npm)"; exit 1; }
+	npm ci --prefix $(WEB) --ignore-scripts --no-audit --no-fund --loglevel=error
+	@touch $@
+
+web-assets: $(STAMP) $(WEB_STAMP)
+	$(BIN)/python -m tools.web_assets
+
+# The browser test drives Debian's Chromium (never a downloaded browser build); CHROMIUM=... names
+# another installed Chromium-based browser (e.g. google-chrome on GitHub's runners).
+browser:
+	@command -v $(CHROMIUM) >/dev/null || { echo "Installing Debian's chromium for the browser test"; \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends chromium; }
+
+# The browser test alone, on the book as last built (make test runs it with everything else).
+check-site: browser
+	CHROMIUM=$$(command -v $(CHROMIUM)) $(BIN)/python -m pytest -q tests/test_browser.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check attn_utils tests tools benchmarks chapters
+
+book: web-assets
 	$(BIN)/jupyter-book build . $(JB_FLAGS)
 	@echo "The book is built. Open: _build/html/index.html"
 
 # A fresh, strict build: every page re-read, every Sphinx warning an error.
-book-strict: $(STAMP)
+book-strict: web-assets
 	$(BIN)/jupyter-book build . --all -W -n --keep-going $(JB_FLAGS)
 
-# The strict book build first, then one pytest run over the unit tests and every notebook.
-test: book-strict
+# Lint and the strict book build first, then one pytest run over the unit tests, every notebook and
+# the browser test of the pages just built (tests/test_browser.py).
+test: lint book-strict browser
 	$(BIN)/python -m tools.notebook_setup --check
-	OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --nbval-lax --nbval-current-env tests chapters
+	CHROMIUM=$$(command -v $(CHROMIUM)) OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --nbval-lax --nbval-current-env tests chapters
 
 execute: $(STAMP)
 	$(BIN)/python -m tools.execute_notebooks $(NB)

@@ -182,7 +182,10 @@ class AdditiveAttention(AttentionPooling):
 
 
 class GeneralAttention(LazyModuleMixin, AttentionPooling):
-    """Luong's general (bilinear) attention, ``q^T W_a k``; ``W_a`` (query_size, key_size) is sized at the first call."""
+    """Luong's general (bilinear) attention, ``q^T W_a k``.
+
+    ``W_a`` (query_size, key_size) is sized at the first call.
+    """
 
     def __init__(self, dropout: float = 0.0, **kwargs):
         super().__init__(dropout, **kwargs)

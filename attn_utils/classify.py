@@ -11,8 +11,8 @@ first and records the second, so every model's curve shows the same quantity.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import torch
 from torch import nn

@@ -10,7 +10,7 @@ error rate of its attention. ``benchmarks/compare_translators.py`` runs it at fu
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 from .bahdanau import make_bahdanau
 from .device import get_device, set_seed

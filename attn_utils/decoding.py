@@ -85,7 +85,7 @@ def greedy_decode(model, src: torch.Tensor, src_valid_len: torch.Tensor | None, 
         attn = _step_attention(model.decoder)
         if attn is not None:
             attns.append(attn)
-        done = done | (X == eos)
+        done = done | X.eq(eos)
         X = X.unsqueeze(1)  # (batch, 1)
         if bool(done.all()):
             break

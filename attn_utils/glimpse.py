@@ -100,7 +100,8 @@ def draw_canvases(digit_ids: torch.Tensor, frames: torch.Tensor, grid: int = 3) 
     cells = np.zeros((num, regions, REGION, REGION), dtype=np.float32)
     cells[:, :, MARGIN:MARGIN + DIGIT, MARGIN:MARGIN + DIGIT] = images[digit_ids.numpy()]
     frames = frames.numpy()
-    for missing, (rows, cols) in enumerate([(0, slice(None)), (-1, slice(None)), (slice(None), 0), (slice(None), -1)], 2):
+    sides = [(0, slice(None)), (-1, slice(None)), (slice(None), 0), (slice(None), -1)]
+    for missing, (rows, cols) in enumerate(sides, 2):
         lit = (frames == 1) | ((frames >= 2) & (frames != missing))  # (num, regions): this side is drawn
         cells[lit, rows, cols] = 1.0  # top, bottom, left, right: a row or a column of the region
     # (num, grid, grid, R, R) -> (num, grid, R, grid, R) -> (num, 1, grid * R, grid * R)
@@ -184,9 +185,11 @@ class GlimpseClassifier(nn.Module):
         if inference not in ("argmax", "sample"):
             raise ValueError(f"inference must be 'argmax' or 'sample', got {inference!r}")
         if not isinstance(grid, int) or grid < 2 or REGION % pool:
-            raise ValueError(f"grid must be an int >= 2 and pool must divide {REGION}, got grid={grid!r}, pool={pool!r}")
+            raise ValueError(f"grid must be an int >= 2 and pool must divide {REGION}, "
+                             f"got grid={grid!r}, pool={pool!r}")
         self.mode, self.grid, self.pool = mode, grid, pool
-        self.reward, self.use_baseline, self.entropy_weight, self.inference = reward, baseline, entropy_weight, inference
+        self.reward, self.use_baseline = reward, baseline
+        self.entropy_weight, self.inference = entropy_weight, inference
         coarse = (REGION // pool) ** 2
         # where: e_i = w^T tanh(W g_i + b) on the coarse view g_i of region i
         self.score_hidden = nn.Linear(coarse, score_hidden)

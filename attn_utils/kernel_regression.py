@@ -18,7 +18,7 @@ the leave-one-out mask that makes it trainable, the course's toy data
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn

@@ -107,7 +107,7 @@ def masked_softmax(X: torch.Tensor, valid_lens: torch.Tensor | None = None) -> t
         raise ValueError("masked_softmax expects scores with a keys axis, got a 0-d tensor")
     mask = make_mask(X, valid_lens)
     # Scores of -inf count as masked too, so a row of -inf gives zeros rather than 0/0 = NaN.
-    visible = X != float("-inf")
+    visible = X.ne(float("-inf"))
     visible = visible if mask is None else visible & mask
     # Masked scores are filled with the most negative finite number rather than -inf: a fully
     # masked row then has a finite (uniform) softmax, with finite gradients, before it is zeroed.

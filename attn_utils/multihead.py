@@ -112,7 +112,10 @@ class MultiHeadAttention(nn.Module):
         return self._heads_attention(split_heads(self.W_q(queries), self.num_heads), keys, values, valid_lens)
 
     def _heads_attention(self, queries, keys, values, valid_lens):
-        """All heads at once on projected ``(batch, heads, n, dh)`` inputs, then ``W_o``: ``(batch, Q, num_hiddens)``."""
+        """All heads at once on projected ``(batch, heads, n, dh)`` inputs, then ``W_o``.
+
+        Returns ``(batch, Q, num_hiddens)``.
+        """
         output = self.attention(queries, keys, values, heads_mask(valid_lens))  # (batch, heads, Q, dh)
         return self.W_o(merge_heads(output))  # (batch, Q, num_hiddens)
 

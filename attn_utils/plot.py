@@ -87,7 +87,7 @@ def show_text_weights(rows, weights, title=None, cmap: str = "Reds", vmax: float
     The colour scale runs from 0 to ``vmax`` (default: the largest weight shown). Returns the figure.
     """
     rows = [list(map(str, r)) for r in rows]
-    if isinstance(weights, torch.Tensor) or isinstance(weights, np.ndarray):
+    if isinstance(weights, (torch.Tensor, np.ndarray)):
         weights = _to_numpy(weights)
         if weights.ndim == 1:
             weights = weights[None]

@@ -25,9 +25,10 @@ from __future__ import annotations
 import os
 import random
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -308,7 +309,8 @@ def check_markers(tokens: Sequence[str]) -> None:
         raise ValueError(f"expected each entity marker once, got counts {counts}")
     a, b, c, d = (list(tokens).index(m) for m in ENTITY_MARKERS)
     if not (a + 1 < b < c and c + 1 < d):
-        raise ValueError(f"expected '<e1> words </e1> ... <e2> words </e2>', got markers at positions {a}, {b}, {c}, {d}")
+        raise ValueError(f"expected '<e1> words </e1> ... <e2> words </e2>', "
+                         f"got markers at positions {a}, {b}, {c}, {d}")
 
 
 def load_semeval(path: str | os.PathLike, lowercase: bool = True) -> list[RelationExample]:
@@ -483,7 +485,8 @@ class AttentionBiLSTM(nn.Module):
 
     def _lengths(self, tokens: torch.Tensor, lengths: torch.Tensor | None) -> torch.Tensor:
         """Check the inputs; the lengths as a CPU tensor (``pack_padded_sequence`` wants them there)."""
-        if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.is_floating_point() or tokens.numel() == 0:
+        if (not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.is_floating_point()
+                or tokens.numel() == 0):
             raise ValueError(f"AttentionBiLSTM expects token ids of shape (batch, steps), non-empty, with an "
                              f"integer dtype, got {type(tokens).__name__} {tuple(getattr(tokens, 'shape', ()))} "
                              f"{getattr(tokens, 'dtype', '')}")

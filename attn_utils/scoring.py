@@ -21,7 +21,7 @@ same functions serve the layers in :mod:`attn_utils.attention` and from-scratch 
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

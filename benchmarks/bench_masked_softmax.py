@@ -15,15 +15,21 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from timing import median_seconds  # noqa: E402
+from timing import median_seconds
 
-from attn_utils import get_device, masked_softmax  # noqa: E402
+from attn_utils import get_device, masked_softmax
 
 
 def plain_masked_softmax(X, valid_lens):
     """The usual two-liner: fill padding with -inf and call torch.softmax (NaN on empty rows)."""
     mask = torch.arange(X.shape[-1], device=X.device) < valid_lens[:, None, None]
     return torch.softmax(X.masked_fill(~mask, float("-inf")), dim=-1)
+
+
+def forward_backward(fn, X, lengths):
+    """``fn``'s forward and backward pass on ``X``, ready to time."""
+    # X * 1 gives d2l's in-place masking a non-leaf tensor; the same cost for all
+    return lambda: fn(X * 1, lengths).sum().backward()
 
 
 def main() -> None:
@@ -43,12 +49,8 @@ def main() -> None:
     for batch, queries, keys in [(64, 10, 10), (64, 64, 64), (32, 256, 256), (8, 1024, 1024)]:
         X = torch.randn(batch, queries, keys, device=device, requires_grad=True)
         lengths = torch.randint(1, keys + 1, (batch,), device=device)
-
-        def run(fn):  # X * 1 gives d2l's in-place masking a non-leaf tensor; the same cost for all
-            return lambda: fn(X * 1, lengths).sum().backward()
-
-        ours = median_seconds(run(masked_softmax), device)
-        ratios = [ours / median_seconds(run(fn), device) for fn in references.values()]
+        ours = median_seconds(forward_backward(masked_softmax, X, lengths), device)
+        ratios = [ours / median_seconds(forward_backward(fn, X, lengths), device) for fn in references.values()]
         print(f"{f'{batch} x {queries} x {keys}':>24} {ours * 1e3:10.3f} " + " ".join(f"{r:22.2f}" for r in ratios))
 
 

@@ -64,6 +64,11 @@ def implementations(d, heads, device, d2l):
     return impls
 
 
+def step(fn, x, lens, pad):
+    """One forward and backward pass of ``fn``, ready to time."""
+    return lambda: fn(x, lens, pad).sum().backward()
+
+
 def run(device, sizes, repeats):
     d2l = load_d2l()
     names = None
@@ -79,11 +84,8 @@ def run(device, sizes, repeats):
         if names is None:
             names = list(impls)
             print(f"{'batch x n x d / heads':>22} {'torch (ms)':>11} " + " ".join(f"{k:>14}" for k in names[1:]))
-
-        def step(fn):
-            return lambda: fn(x, lens, pad).sum().backward()
-
-        times = interleaved_medians([step(fn) for fn in impls.values()], device, repeats=repeats, warmup=3)
+        times = interleaved_medians([step(fn, x, lens, pad) for fn in impls.values()], device, repeats=repeats,
+                                    warmup=3)
         ratios = " ".join(f"{t / times[0]:14.2f}" for t in times[1:])
         print(f"{f'{batch} x {n} x {d} / {heads}':>22} {times[0] * 1e3:11.2f} {ratios}")
 

@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from timing import interleaved_medians, median_seconds  # noqa: E402
+from timing import interleaved_medians, median_seconds
 
-from attn_utils import (  # noqa: E402
+from attn_utils import (
     AdditiveAttention,
     ConcatAttention,
     CosineAttention,
@@ -42,17 +43,22 @@ def paired_medians(fn_a, fn_b, device, repeats=30, warmup=5):
     return tuple(interleaved_medians([fn_a, fn_b], device, repeats, warmup))
 
 
+def forward_backward(layer, *args):
+    layer(*args).sum().backward()
+
+
 def explicit_vs_fused(device, sizes):
     print(f"{'batch x n x d':>16} {'fused fwd (ms)':>15} {'explicit/fused fwd':>19} {'explicit/fused fwd+bwd':>23}")
     for batch, n, d in sizes:
         fused, explicit = DotProductAttention(0.0), DotProductAttention(0.0, fused=False)
-        q, k, v, lengths = inputs(batch, n, d, device)
+        qkv_lengths = inputs(batch, n, d, device)
         with torch.no_grad():
-            t_fused, t_explicit = paired_medians(lambda: fused(q, k, v, lengths), lambda: explicit(q, k, v, lengths), device)
-        q, k, v, lengths = inputs(batch, n, d, device, grad=True)
-        b_fused, b_explicit = paired_medians(lambda: fused(q, k, v, lengths).sum().backward(),
-                                             lambda: explicit(q, k, v, lengths).sum().backward(), device, repeats=15)
-        print(f"{f'{batch} x {n} x {d}':>16} {t_fused * 1e3:15.3f} {t_explicit / t_fused:19.2f} {b_explicit / b_fused:23.2f}")
+            t_fused, t_explicit = paired_medians(partial(fused, *qkv_lengths), partial(explicit, *qkv_lengths), device)
+        qkv_lengths = inputs(batch, n, d, device, grad=True)
+        b_fused, b_explicit = paired_medians(partial(forward_backward, fused, *qkv_lengths),
+                                             partial(forward_backward, explicit, *qkv_lengths), device, repeats=15)
+        print(f"{f'{batch} x {n} x {d}':>16} {t_fused * 1e3:15.3f} {t_explicit / t_fused:19.2f} "
+              f"{b_explicit / b_fused:23.2f}")
 
 
 def every_layer(device, batch=16, n=128, d=64, hidden=64):
@@ -71,7 +77,7 @@ def every_layer(device, batch=16, n=128, d=64, hidden=64):
         for name, layer in layers.items():
             layer.to(device).eval()
             layer(q, k, v, lengths)  # materialise lazy parameters
-            times[name] = median_seconds(lambda: layer(q, k, v, lengths), device, repeats=15)
+            times[name] = median_seconds(partial(layer, q, k, v, lengths), device, repeats=15)
     print(f"\nforward time / fused dot product, batch {batch}, {n} queries and keys, d = {d}, hidden = {hidden}")
     for name, t in times.items():
         print(f"{name:>16} {t / times['dot (fused)']:7.2f}")

@@ -30,7 +30,8 @@ RESULTS = Path(__file__).resolve().parent / "results" / "translators_cpu.json"
 def describe_device(device: torch.device) -> str:
     if device.type == "cuda":
         return f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}"
-    return f"CPU ({os.cpu_count()} cores, {torch.get_num_threads()} threads, {platform.machine()}), torch {torch.__version__}"
+    return (f"CPU ({os.cpu_count()} cores, {torch.get_num_threads()} threads, {platform.machine()}), "
+            f"torch {torch.__version__}")
 
 
 def main(argv=None) -> int:

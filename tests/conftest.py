@@ -10,11 +10,12 @@ import pytest
 import torch
 
 matplotlib.use("Agg")
-from matplotlib import pyplot as plt  # noqa: E402
+from matplotlib import pyplot as plt
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # so tests can import d2l_reference
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # and the repository's tools/
 
-from d2l_reference import load_d2l  # noqa: E402
+from d2l_reference import load_d2l
 
 
 def _accelerators() -> list[str]:

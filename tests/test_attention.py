@@ -133,7 +133,8 @@ def test_tiny_dot_product_case_in_numbers():
     torch.testing.assert_close(layer.attention_weights, torch.tensor([[w]]))
     # Only the first two keys visible: weights e1/(e1+e2), e2/(e1+e2).
     layer(q, k, v, torch.tensor([2]))
-    torch.testing.assert_close(layer.attention_weights, torch.tensor([[[e[0] / (e[0] + e[1]), e[1] / (e[0] + e[1]), 0.0]]]))
+    torch.testing.assert_close(layer.attention_weights,
+                               torch.tensor([[[e[0] / (e[0] + e[1]), e[1] / (e[0] + e[1]), 0.0]]]))
 
 
 def test_luong_dot_uses_scale_one():
@@ -210,7 +211,8 @@ def test_additive_state_dict_moves_from_d2l_to_ours(d2l, lengths):
 @pytest.mark.parametrize("lengths", [None, torch.tensor([2, 5]), torch.tensor([[1, 3, 5], [4, 4, 2]])])
 def test_dot_product_equals_d2l(d2l, fused, lengths):
     gen = torch.Generator().manual_seed(4)
-    q, k, v = torch.randn(2, 3, 8, generator=gen), torch.randn(2, 5, 8, generator=gen), torch.randn(2, 5, 3, generator=gen)
+    q = torch.randn(2, 3, 8, generator=gen)
+    k, v = torch.randn(2, 5, 8, generator=gen), torch.randn(2, 5, 3, generator=gen)
     theirs = d2l.DotProductAttention(0.0).eval()
     ours = DotProductAttention(0.0, fused=fused).eval()
     ours.load_state_dict(theirs.state_dict())  # both empty, but the call must work
@@ -306,7 +308,7 @@ def test_fused_weights_refuse_inputs_changed_in_place():
     layer(q, k, v)
     q.add_(1.0)  # e.g. an optimizer step on a parameter used as the queries
     with pytest.raises(RuntimeError, match="modified in place"):
-        layer.attention_weights
+        _ = layer.attention_weights
     layer(q, k, v)
     before = layer.attention_weights  # read first, then change: fine
     k.mul_(2.0)
@@ -324,7 +326,8 @@ def test_extra_leading_dimensions_work_like_a_loop(name):
     assert out.shape == (2, 3, 4, dv)
     for b in range(2):
         for h in range(3):
-            torch.testing.assert_close(out[b, h], layer(q[b, h][None], k[b, h][None], v[b, h][None], lengths[b:b + 1])[0])
+            alone = layer(q[b, h][None], k[b, h][None], v[b, h][None], lengths[b:b + 1])[0]
+            torch.testing.assert_close(out[b, h], alone)
 
 
 def test_dropout_applies_to_the_weights_in_training_only():
@@ -484,7 +487,8 @@ def test_dot_product_needs_equal_query_and_key_sizes(fused):
 def test_valid_lens_that_do_not_fit_are_named(name):
     layer = build(name)
     q, k, v = inputs(name)
-    with pytest.raises(ValueError, match=r"valid_lens has shape \(3,\), which does not fit scores of shape \(2, 3, 5\)"):
+    with pytest.raises(ValueError,
+                       match=r"valid_lens has shape \(3,\), which does not fit scores of shape \(2, 3, 5\)"):
         layer(q, k, v, torch.tensor([1, 2, 3]))
 
 
@@ -496,7 +500,8 @@ def test_location_attention_refuses_more_keys_than_it_was_built_for():
 
 
 def test_values_dtype_must_match():
-    with pytest.raises(ValueError, match=r"values \(torch.float64\) must have the dtype of queries and keys \(torch.float32\)"):
+    with pytest.raises(ValueError,
+                       match=r"values \(torch.float64\) must have the dtype of queries and keys \(torch.float32\)"):
         DotProductAttention(0.0)(torch.randn(1, 2, 3), torch.randn(1, 4, 3), torch.randn(1, 4, 2, dtype=torch.float64))
 
 

@@ -10,8 +10,8 @@ from torch import nn
 
 matplotlib.use("Agg")
 
-from attn_utils.classify import accuracy, evidence_hit_rate, predict, train_classifier  # noqa: E402
-from attn_utils.plot import show_text_weights  # noqa: E402
+from attn_utils.classify import accuracy, evidence_hit_rate, predict, train_classifier
+from attn_utils.plot import show_text_weights
 
 
 class _PickOne(nn.Module):

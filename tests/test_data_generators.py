@@ -28,23 +28,26 @@ DATES = generate_dates(5000, seed=0)
 # Written out by hand (not read from the generator's tables), so a wrong table is caught.
 # French noun form → {(gender, plural)}; adjective form → the (gender, plural) it agrees with.
 _MS, _FS, _MP, _FP = ("m", False), ("f", False), ("m", True), ("f", True)
-FR_NOUN = {**{n: {_MS} for n in "chat chien garçon lapin cheval livre vélo camion gâteau".split()},
-           **{n: {_MP} for n in "chats chiens garçons lapins chevaux livres vélos camions gâteaux".split()},
-           **{n: {_FS} for n in "fille voiture maison table pomme fleur tasse".split()},
-           **{n: {_FP} for n in "filles voitures maisons tables pommes fleurs tasses".split()},
+FR_NOUN = {**{n: {_MS} for n in ("chat", "chien", "garçon", "lapin", "cheval", "livre", "vélo", "camion",
+                                 "gâteau")},
+           **{n: {_MP} for n in ("chats", "chiens", "garçons", "lapins", "chevaux", "livres", "vélos", "camions",
+                                 "gâteaux")},
+           **{n: {_FS} for n in ("fille", "voiture", "maison", "table", "pomme", "fleur", "tasse")},
+           **{n: {_FP} for n in ("filles", "voitures", "maisons", "tables", "pommes", "fleurs", "tasses")},
            "souris": {_FS, _FP}}
-FR_ADJ = {**{a: {_MS} for a in "petit grand joli noir vert bleu blanc".split()},
-          **{a: {_FS} for a in "petite grande jolie noire verte bleue blanche grise".split()},
-          **{a: {_MP} for a in "petits grands jolis noirs verts bleus blancs".split()},
-          **{a: {_FP} for a in "petites grandes jolies noires vertes bleues blanches grises".split()},
+FR_ADJ = {**{a: {_MS} for a in ("petit", "grand", "joli", "noir", "vert", "bleu", "blanc")},
+          **{a: {_FS} for a in ("petite", "grande", "jolie", "noire", "verte", "bleue", "blanche", "grise")},
+          **{a: {_MP} for a in ("petits", "grands", "jolis", "noirs", "verts", "bleus", "blancs")},
+          **{a: {_FP} for a in ("petites", "grandes", "jolies", "noires", "vertes", "bleues", "blanches", "grises")},
           "rouge": {_MS, _FS}, "rouges": {_MP, _FP}, "gris": {_MS, _MP}}
 FR_DET = {"le": {("m", False)}, "un": {("m", False)}, "mon": {("m", False)}, "ce": {("m", False)},
           "la": {("f", False)}, "une": {("f", False)}, "ma": {("f", False)}, "cette": {("f", False)},
           **{d: {("m", True), ("f", True)} for d in ("les", "des", "mes", "ces")},
           "de": {("m", False), ("f", False), ("m", True), ("f", True)}}
-FR_VERB_PLURAL = {**{v: False for v in "voit mange regarde trouve pousse porte veut cherche est n'est".split()},
-                  **{v: True for v in
-                     "voient mangent regardent trouvent poussent portent veulent cherchent sont".split()}}
+FR_VERB_PLURAL = {**{v: False for v in ("voit", "mange", "regarde", "trouve", "pousse", "porte", "veut", "cherche",
+                                        "est", "n'est")},
+                  **{v: True for v in ("voient", "mangent", "regardent", "trouvent", "poussent", "portent", "veulent",
+                                       "cherchent", "sont")}}
 ENGLISH_WITHOUT_FRENCH = {"does", "do"}
 
 

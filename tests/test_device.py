@@ -47,7 +47,8 @@ def test_environment_variable_is_read(monkeypatch):
 
 def test_unavailable_device_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    with pytest.raises(ValueError, match=r"device 'cuda' \(from the argument\) is not available here; available: .*cpu"):
+    with pytest.raises(ValueError,
+                       match=r"device 'cuda' \(from the argument\) is not available here; available: .*cpu"):
         get_device("cuda")
     monkeypatch.setenv(DEVICE_ENV_VAR, "cuda")
     with pytest.raises(ValueError, match=rf"environment variable {DEVICE_ENV_VAR}"):

@@ -35,8 +35,10 @@ def test_student_notebook_on_a_small_example():
         _code("def my_f():\n    raise NotImplementedError", ["stub"], printed),
         _code("def my_f():\n    return 42", ["solution", "remove-input"], printed),
         _code('check_exercise("ch00-x", my_f)', ["check"], printed),
-        nbformat.v4.new_markdown_cell(":::{solution} ch00-x\n:class: dropdown\n\nReturn 42.\n\n```python\nreturn 42\n```\n:::"),
-        nbformat.v4.new_markdown_cell("Text\n\n::::{solution} ch00-y\n:class: dropdown\n\n:::{note}\nnested\n:::\n::::\n\nmore text"),
+        nbformat.v4.new_markdown_cell(":::{solution} ch00-x\n:class: dropdown\n\n"
+                                      "Return 42.\n\n```python\nreturn 42\n```\n:::"),
+        nbformat.v4.new_markdown_cell("Text\n\n::::{solution} ch00-y\n:class: dropdown\n\n"
+                                      ":::{note}\nnested\n:::\n::::\n\nmore text"),
         _code("print(1)", outputs=printed),
     )
     assert list(editions.coding_exercises(nb)) == ["ch00-x"]
@@ -85,8 +87,12 @@ def test_student_edition_has_no_solutions(path, student_dir):
         stub_lines = {line.strip() for line in cells["stub"].source.splitlines()}
         for line in cells["solution"].source.splitlines():  # the reference implementation's own lines
             if line.strip() and line.strip() not in stub_lines:
-                assert line.strip() not in text, f"{path.name}: solution code left in the student edition: {line.strip()}"
-    count = lambda nb, pattern: sum(len(re.findall(pattern, c.source, re.M)) for c in nb.cells if c.cell_type == "markdown")  # noqa: E731
+                assert line.strip() not in text, (
+                    f"{path.name}: solution code left in the student edition: {line.strip()}")
+
+    def count(nb, pattern):
+        return sum(len(re.findall(pattern, c.source, re.M)) for c in nb.cells if c.cell_type == "markdown")
+
     assert count(student, r"^:::+\{exercise\}") == count(original, r"^:::+\{exercise\}"), "every exercise stays"
     stubs = [c for c in student.cells if "stub" in editions.tags(c)]
     checks = [c for c in student.cells if "check" in editions.tags(c)]

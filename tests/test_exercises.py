@@ -25,7 +25,7 @@ LABELS = sorted(CODING)
 def _function(source: str):
     """The one function ``my_...`` that a stub or solution cell defines."""
     namespace: dict = {}
-    exec(compile(source, "<cell>", "exec"), namespace)  # noqa: S102 - our own notebook cells
+    exec(compile(source, "<cell>", "exec"), namespace)  # our own notebook cells
     functions = [v for k, v in namespace.items() if k.startswith("my_") and callable(v)]
     assert len(functions) == 1, "a stub or solution cell defines exactly one function my_..."
     return functions[0]

@@ -9,8 +9,8 @@ from torch.nn import functional as F
 
 matplotlib.use("Agg")
 
-from attn_utils.classify import accuracy, train_classifier  # noqa: E402
-from attn_utils.glimpse import (  # noqa: E402
+from attn_utils.classify import accuracy, train_classifier
+from attn_utils.glimpse import (
     DIGIT,
     MARGIN,
     REGION,
@@ -39,7 +39,7 @@ def test_canvases_shapes_range_and_determinism():
     images, labels, evidence = make_digit_canvases(50, seed=3)
     assert images.shape == (50, 1, 30, 30) and images.dtype == torch.float32
     assert labels.shape == evidence.shape == (50,) and labels.dtype == evidence.dtype == torch.int64
-    assert 0.0 <= images.min() and images.max() <= 1.0
+    assert images.min() >= 0.0 and images.max() <= 1.0
     assert set(labels.tolist()) <= set(range(10)) and set(evidence.tolist()) <= set(range(9))
     again = make_digit_canvases(50, seed=3)
     for a, b in zip((images, labels, evidence), again):

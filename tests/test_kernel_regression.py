@@ -23,7 +23,6 @@ from attn_utils import (
     train_nw,
     true_function,
 )
-from attn_utils.kernel_regression import log_kernel
 from attn_utils.widgets import bandwidth_explorer, bandwidth_grid, draw_nw_fit
 
 
@@ -44,7 +43,9 @@ def test_proper_kernels_integrate_to_one(name):
 
 
 def test_unknown_kernel_is_named():
-    with pytest.raises(ValueError, match=r"kernel must be one of \('gaussian', 'boxcar', 'epanechnikov', 'constant'\), got 'tricube'"):
+    with pytest.raises(ValueError,
+                       match=r"kernel must be one of \('gaussian', 'boxcar', 'epanechnikov', 'constant'\), "
+                             r"got 'tricube'"):
         kernel(torch.zeros(1), "tricube")
 
 
@@ -120,7 +121,8 @@ def test_valid_lens_mask_keys():
        seed=st.integers(0, 2**16))
 def test_weights_are_a_convex_combination(n, q, width, name, seed):
     gen = torch.Generator().manual_seed(seed)
-    keys, values, queries = torch.rand(n, generator=gen) * 5, torch.randn(n, generator=gen), torch.rand(q, generator=gen) * 5
+    keys, values = torch.rand(n, generator=gen) * 5, torch.randn(n, generator=gen)
+    queries = torch.rand(q, generator=gen) * 5
     pred, weights = nadaraya_watson(queries, keys, values, name, width)
     sums = weights.sum(-1)
     assert bool(((sums - 1).abs() < 1e-5).logical_or(sums == 0).all())
@@ -133,7 +135,8 @@ def test_bad_input_is_named():
     keys, values = torch.zeros(3), torch.zeros(3)
     with pytest.raises(ValueError, match="width must be > 0, got 0"):
         nadaraya_watson(torch.zeros(2), keys, values, "gaussian", 0)
-    with pytest.raises(ValueError, match=r"values must pair one-to-one with the keys: expected shape \(3,\) or \(3,\) \+ \(v,\), got \(4,\)"):
+    with pytest.raises(ValueError, match=r"values must pair one-to-one with the keys: "
+                                         r"expected shape \(3,\) or \(3,\) \+ \(v,\), got \(4,\)"):
         nadaraya_watson(torch.zeros(2), keys, torch.zeros(4))
     with pytest.raises(ValueError, match=r"queries \(2, 2\) and keys \(3,\) must have the same leading"):
         nadaraya_watson(torch.zeros(2, 2), keys, values)
@@ -177,7 +180,7 @@ def test_gradcheck_float64():
     assert torch.autograd.gradcheck(parametric, (q, w))
     width = torch.tensor(0.8, dtype=torch.float64, requires_grad=True)
     for name in ("gaussian", "epanechnikov"):
-        assert torch.autograd.gradcheck(lambda q, h: nadaraya_watson(q, x, y, name, h)[0], (q, width))
+        assert torch.autograd.gradcheck(lambda q, h, name=name: nadaraya_watson(q, x, y, name, h)[0], (q, width))
 
 
 def test_training_with_leave_one_out_finds_a_finite_minimum():
@@ -240,7 +243,8 @@ def test_make_data_is_seeded_sorted_and_on_the_curve():
     x, y = make_data(4, noise=0.0, repeats=3)
     assert x.shape == (3, 4)
     torch.testing.assert_close(y, 2 * torch.sin(x) + x**0.8)
-    torch.testing.assert_close(true_function(torch.tensor([0.0, math.pi / 2])), torch.tensor([0.0, 2 + (math.pi / 2) ** 0.8]))
+    torch.testing.assert_close(true_function(torch.tensor([0.0, math.pi / 2])),
+                               torch.tensor([0.0, 2 + (math.pi / 2) ** 0.8]))
 
 
 # --- figures ------------------------------------------------------------------------------------

@@ -178,11 +178,13 @@ def test_shift_invariance(keys, seed, shift):
 @pytest.mark.parametrize(
     ("valid_lens", "message"),
     [
-        (torch.tensor([1, 2, 3]), r"valid_lens has shape \(3,\).*scores of shape \(2, 3, 4\).*expected \(2,\) or \(2, 3\)"),
+        (torch.tensor([1, 2, 3]),
+         r"valid_lens has shape \(3,\).*scores of shape \(2, 3, 4\).*expected \(2,\) or \(2, 3\)"),
         (torch.tensor([[1, 2], [3, 4]]), r"valid_lens has shape \(2, 2\)"),
         (torch.tensor([1, -1]), r"valid_lens must be >= 0"),
         (torch.tensor([1.5, 2.0]), r"whole numbers"),
-        (torch.ones(2, 3, 5, dtype=torch.bool), r"boolean mask of shape \(2, 3, 5\) does not broadcast to scores of shape \(2, 3, 4\)"),
+        (torch.ones(2, 3, 5, dtype=torch.bool),
+         r"boolean mask of shape \(2, 3, 5\) does not broadcast to scores of shape \(2, 3, 4\)"),
         (torch.tensor([1j, 2j]), r"integer or boolean"),
     ],
 )

@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 from torch import nn
+from torch_reference import copy_into_torch_attention
 
 from attn_utils.masking import masked_softmax
 from attn_utils.multihead import MultiHeadAttention, merge_heads, split_heads, transpose_output, transpose_qkv
@@ -18,7 +19,6 @@ from attn_utils.positional import (
     sinusoidal_encoding,
 )
 from attn_utils.transformer import causal_mask
-from torch_reference import copy_into_torch_attention
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -38,7 +38,8 @@ def test_every_notebook_is_in_the_toc_and_every_toc_entry_exists():
     chapters = {str(p.relative_to(ROOT).with_suffix("")) for p in NOTEBOOKS}
     assert chapters <= toc, f"notebooks missing from _toc.yml: {sorted(chapters - toc)}"
     for entry in toc:
-        assert any((ROOT / f"{entry}{ext}").exists() for ext in (".ipynb", ".md")), f"_toc.yml lists a missing file: {entry}"
+        assert any((ROOT / f"{entry}{ext}").exists() for ext in (".ipynb", ".md")), (
+            f"_toc.yml lists a missing file: {entry}")
 
 
 def test_repository_url_is_consistent():
@@ -72,7 +73,8 @@ def test_stored_executed_in_order_without_errors(path):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_has_checked_outputs_and_figures(path):
     cells = _load(path)["cells"]
-    assert any(_text(c).startswith("# NBVAL_CHECK_OUTPUT") and c["outputs"] for c in cells if c["cell_type"] == "code"), (
+    code = [c for c in cells if c["cell_type"] == "code"]
+    assert any(_text(c).startswith("# NBVAL_CHECK_OUTPUT") and c["outputs"] for c in code), (
         "at least one stable key result is checked by nbval"
     )
     assert any("image/png" in o.get("data", {}) for c in cells if c["cell_type"] == "code" for o in c["outputs"])
@@ -97,13 +99,39 @@ def test_exercise_labels_are_unique_across_the_book():
     assert len(labels) == len(set(labels))
 
 
+def _markdown_pages() -> list[Path]:
+    """The book's Markdown pages listed in _toc.yml (chapter introductions, notation, glossary, ...)."""
+    return [ROOT / f"{entry}.md" for entry in _toc_files() + ["intro"] if (ROOT / f"{entry}.md").is_file()]
+
+
+def _prose(path: Path) -> str:
+    if path.suffix == ".md":
+        return path.read_text(encoding="utf-8")
+    return "\n".join(_text(cell) for cell in _load(path)["cells"] if cell["cell_type"] == "markdown")
+
+
 def test_citations_exist_in_the_bibliography():
     bib = set(re.findall(r"^@\w+\{([^,]+),", (ROOT / "references.bib").read_text(encoding="utf-8"), re.MULTILINE))
-    for path in NOTEBOOKS:
-        for cell in _load(path)["cells"]:
-            for group in re.findall(r"\{cite(?::\w+)?\}`([^`]+)`", _text(cell)):
-                for key in group.split(","):
-                    assert key.strip() in bib, f"{path.name} cites {key.strip()!r}, which references.bib lacks"
+    cited = 0
+    for path in NOTEBOOKS + _markdown_pages():
+        for group in re.findall(r"\{cite(?::\w+)?\}`([^`]+)`", _prose(path)):
+            for key in group.split(","):
+                cited += 1
+                assert key.strip() in bib, f"{path.name} cites {key.strip()!r}, which references.bib lacks"
+    assert cited > 50
+
+
+GLOSSARY_TERMS = set(re.findall(r"^(\S[^\n]*)\n  \S", (ROOT / "glossary.md").read_text(encoding="utf-8")
+                                .split("```{glossary}")[1], re.MULTILINE))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_every_chapter_links_terms_of_the_glossary(path):
+    used = [target or text for text, target in
+            re.findall(r"\{term\}`([^`<]*?)\s*(?:<([^`>]+)>)?`", _prose(path))]
+    assert used, f"{path.name} links no term of the glossary ({{term}}`text <Term>`)"
+    unknown = sorted(set(used) - GLOSSARY_TERMS)
+    assert not unknown, f"{path.name} links terms that glossary.md does not define: {unknown}"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
@@ -120,7 +148,8 @@ def test_notebook_stays_small(path):
 
 
 def test_setup_tool_writes_and_checks(tmp_path):
-    nb = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": "# T"}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    nb = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": "# T"}], "metadata": {},
+          "nbformat": 4, "nbformat_minor": 5}
     path = tmp_path / "x.ipynb"
     path.write_text(json.dumps(nb))
     assert notebook_setup.check([path]) == [path]

@@ -16,8 +16,11 @@ def _by_hand(H, query, W=None, b=None, length=None):
     length = steps if length is None else length
     scores = []
     for t in range(length):
-        u = [math.tanh(float(H[t, j])) for j in range(size)] if W is None else [
-            math.tanh(sum(float(W[k, j]) * float(H[t, j]) for j in range(size)) + float(b[k])) for k in range(W.shape[0])]
+        if W is None:
+            u = [math.tanh(float(H[t, j])) for j in range(size)]
+        else:
+            u = [math.tanh(sum(float(W[k, j]) * float(H[t, j]) for j in range(size)) + float(b[k]))
+                 for k in range(W.shape[0])]
         scores.append(sum(ui * float(q) for ui, q in zip(u, query)))
     top = max(scores)
     exps = [math.exp(s - top) for s in scores]

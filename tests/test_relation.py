@@ -42,7 +42,6 @@ from attn_utils.relation import (
     sum_directions,
 )
 
-
 # ------------------------------------------------------------------ the generated corpus
 
 def test_same_seed_same_corpus_other_seed_other_corpus():
@@ -242,10 +241,12 @@ def test_sum_directions_and_last_states_against_nn_lstm():
     for i, n in enumerate(lengths.tolist()):  # each sentence alone: forward reads left to right, backward the reverse
         alone, _ = lstm(x[i:i + 1, :n])
         fw = nn.LSTM(3, 4, batch_first=True).double()
-        fw.load_state_dict({k.replace("_reverse", ""): v for k, v in lstm.state_dict().items() if k.endswith("_reverse")})
+        reverse = {k.replace("_reverse", ""): v for k, v in lstm.state_dict().items() if k.endswith("_reverse")}
+        fw.load_state_dict(reverse)
         backward, _ = fw(x[i:i + 1, :n].flip(1))
         torch.testing.assert_close(sum_directions(out)[i, :n], alone[0, :, :4] + backward[0].flip(0))
-    with pytest.raises(ValueError, match=r"bidirectional LSTM output \(batch, steps, 2 \* hidden\), got Tensor \(3, 5\)"):
+    with pytest.raises(ValueError,
+                       match=r"bidirectional LSTM output \(batch, steps, 2 \* hidden\), got Tensor \(3, 5\)"):
         sum_directions(torch.zeros(3, 5))
 
 
@@ -267,7 +268,8 @@ def test_padding_changes_nothing(pooling):
     if pooling == "attention":
         assert torch.equal(model.attention_weights[0, 2:], torch.zeros(30))
         model(tokens, lengths)
-        assert model.attention_weights[1, 4:].abs().sum() == 0 and torch.allclose(model.attention_weights.sum(-1), torch.ones(3))
+        assert model.attention_weights[1, 4:].abs().sum() == 0
+        assert torch.allclose(model.attention_weights.sum(-1), torch.ones(3))
     else:
         assert model.attention_weights is None
     if pooling == "mean":
@@ -282,7 +284,8 @@ def test_overfits_32_sentences(one_thread):
     t = relation_tensors(corpus.train, vocab)
     torch.manual_seed(0)
     model = AttentionBiLSTM(len(vocab), 16, 16, len(LABELS), dropout=0.0)
-    history = train_classifier(model, (t.tokens, t.lengths), t.labels, steps=150, batch_size=32, lr=0.02, progress=False)
+    history = train_classifier(model, (t.tokens, t.lengths), t.labels, steps=150, batch_size=32, lr=0.02,
+                               progress=False)
     assert accuracy(model, (t.tokens, t.lengths), t.labels) == 1.0
     assert history.loss[-1] < 0.05 < history.loss[0]
 

@@ -22,7 +22,6 @@ from attn_utils.train import (
     trim_batch,
 )
 
-
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 

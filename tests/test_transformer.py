@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 from torch import nn
+from torch_reference import copy_into_torch_attention
 
 from attn_utils.data import load_translation_data
 from attn_utils.decoding import beam_search, greedy_decode
@@ -23,7 +24,6 @@ from attn_utils.transformer import (
     make_transformer,
     transformer_attention,
 )
-from torch_reference import copy_into_torch_attention
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -68,7 +68,8 @@ def test_grid_errors_name_the_expected_shape(maps):
         attention_grid(maps, SRC, TGT[:5], "cross")
     with pytest.raises(ValueError, match=r"shape \(layers, batch, heads, 6, 6\).*got shape \(2, 4, 6, 6\)"):
         attention_grid({"encoder self": maps["encoder self"][:, 0]}, SRC, TGT, "encoder self")
-    with pytest.raises(ValueError, match=r"kind must be one of \('encoder self', 'decoder self', 'cross'\), got 'self'"):
+    with pytest.raises(ValueError,
+                       match=r"kind must be one of \('encoder self', 'decoder self', 'cross'\), got 'self'"):
         attention_grid(maps, SRC, TGT, "self")
     with pytest.raises(ValueError, match=r"with a 'cross' entry; got \['encoder self'\]"):
         attention_grid({"encoder self": maps["encoder self"]}, SRC, TGT, "cross")

@@ -104,7 +104,8 @@ def main(argv=None) -> int:
     if args.check:
         bad = check(paths)
         for path in bad:
-            print(f"{path.relative_to(ROOT)}: first code cell is not the setup cell (run: python -m tools.notebook_setup --write)")
+            print(f"{path.relative_to(ROOT)}: first code cell is not the setup cell "
+                  "(run: python -m tools.notebook_setup --write)")
         return 1 if bad else 0
     for path in write(paths):
         print(f"updated {path.relative_to(ROOT)}")

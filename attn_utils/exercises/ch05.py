@@ -36,18 +36,18 @@ def attention_weights_cases(device: torch.device) -> list[Case]:
     padded_keys = seeded_randn(2, 5, a, seed=5)
     padded_keys[1, 3:] = 100.0  # huge keys at the padded positions of the second sentence
     return [
-        case("two sentences, the second padded after 3 tokens", seeded_randn(2, h, seed=3), seeded_randn(2, 5, a, seed=4),
-             torch.tensor([5, 3]), W_a, v_a),
+        case("two sentences, the second padded after 3 tokens", seeded_randn(2, h, seed=3),
+             seeded_randn(2, 5, a, seed=4), torch.tensor([5, 3]), W_a, v_a),
         case("padding with huge keys still gets zero weight", seeded_randn(2, h, seed=6), padded_keys,
              torch.tensor([5, 3]), W_a, v_a),
-        case("a one-token source puts all its weight on that token", seeded_randn(3, h, seed=7), seeded_randn(3, 4, a, seed=8),
-             torch.tensor([1, 4, 2]), W_a, v_a),
-        case("large scores (v_a times 1000): no overflow, no NaN", seeded_randn(2, h, seed=9), seeded_randn(2, 6, a, seed=10),
-             torch.tensor([6, 4]), W_a, 1000 * v_a),
+        case("a one-token source puts all its weight on that token", seeded_randn(3, h, seed=7),
+             seeded_randn(3, 4, a, seed=8), torch.tensor([1, 4, 2]), W_a, v_a),
+        case("large scores (v_a times 1000): no overflow, no NaN", seeded_randn(2, h, seed=9),
+             seeded_randn(2, 6, a, seed=10), torch.tensor([6, 4]), W_a, 1000 * v_a),
         case("a zero state and zero keys: uniform weights over the real tokens", torch.zeros(2, h),
              torch.zeros(2, 5, a), torch.tensor([5, 2]), W_a, v_a),
-        case("a larger attention layer (a = 8, h = 6), no padding", seeded_randn(1, 6, seed=11), seeded_randn(1, 7, 8, seed=12),
-             torch.tensor([7]), seeded_randn(8, 6, seed=13), seeded_randn(8, seed=14)),
+        case("a larger attention layer (a = 8, h = 6), no padding", seeded_randn(1, 6, seed=11),
+             seeded_randn(1, 7, 8, seed=12), torch.tensor([7]), seeded_randn(8, 6, seed=13), seeded_randn(8, seed=14)),
     ]
 
 

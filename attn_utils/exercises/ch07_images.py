@@ -27,7 +27,8 @@ def soft_context_cases(device: torch.device) -> list[Case]:
         case("large scores (x 1000): no overflow, the best region alone", seeded_randn(2, 6, 3, seed=6),
              1000 * seeded_randn(2, 6, seed=7)),
         case("a single region: its own feature", seeded_randn(4, 1, 5, seed=8), seeded_randn(4, 1, seed=9)),
-        case("a single canvas with 1-dimensional features", seeded_randn(1, 3, 1, seed=10), seeded_randn(1, 3, seed=11)),
+        case("a single canvas with 1-dimensional features", seeded_randn(1, 3, 1, seed=10),
+             seeded_randn(1, 3, seed=11)),
     ]
 
 
@@ -43,19 +44,21 @@ def _score_function_gradient(scores, choices, rewards, baseline) -> torch.Tensor
 @register("ch07-glimpse-write-score-function-gradient")
 def score_function_gradient_cases(device: torch.device) -> list[Case]:
     def case(name, scores, choices, rewards, baseline):
-        return Case(name, (scores, choices, rewards, baseline), _score_function_gradient(scores, choices, rewards, baseline))
+        return Case(name, (scores, choices, rewards, baseline),
+                    _score_function_gradient(scores, choices, rewards, baseline))
 
     choices = torch.tensor([0, 4, 8])
     return [
-        case("3 canvases, 9 regions", seeded_randn(3, 9, seed=20), choices, seeded_randn(3, seed=21), seeded_randn(3, seed=22)),
+        case("3 canvases, 9 regions", seeded_randn(3, 9, seed=20), choices, seeded_randn(3, seed=21),
+             seeded_randn(3, seed=22)),
         case("a zero baseline", seeded_randn(3, 9, seed=23), choices, seeded_randn(3, seed=24), torch.zeros(3)),
         case("the baseline equals the reward: no signal at all", seeded_randn(2, 4, seed=25), torch.tensor([1, 2]),
              torch.tensor([0.5, -1.0]), torch.tensor([0.5, -1.0])),
         case("an unlikely region chosen, negative advantage", torch.tensor([[8.0, 0.0, 0.0], [0.0, 0.0, -6.0]]),
              torch.tensor([1, 2]), torch.tensor([-3.0, -2.0]), torch.tensor([-1.0, 0.0])),
-        case("near one-hot attention that chose its favourite: almost no gradient", 50 * seeded_randn(2, 5, seed=26).abs()
-             + torch.tensor([[100.0, 0, 0, 0, 0], [0, 0, 0, 0, 100.0]]), torch.tensor([0, 4]), torch.tensor([1.0, 1.0]),
-             torch.tensor([0.0, 0.0])),
+        case("near one-hot attention that chose its favourite: almost no gradient",
+             50 * seeded_randn(2, 5, seed=26).abs() + torch.tensor([[100.0, 0, 0, 0, 0], [0, 0, 0, 0, 100.0]]),
+             torch.tensor([0, 4]), torch.tensor([1.0, 1.0]), torch.tensor([0.0, 0.0])),
         case("two regions, 0/1 rewards (correct or not)", seeded_randn(4, 2, seed=27), torch.tensor([0, 1, 1, 0]),
              torch.tensor([1.0, 0.0, 1.0, 0.0]), torch.full((4,), 0.6)),
     ]

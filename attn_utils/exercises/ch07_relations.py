@@ -55,7 +55,8 @@ def zhou_pooling_cases(device: torch.device) -> list[Case]:
     return [
         case("two sentences of full length", seeded_randn(2, 4, 3, seed=10), seeded_randn(3, seed=20), [4, 4]),
         case("padding with huge values gets weight 0", padded, seeded_randn(4, seed=21), [3, 5]),
-        case("one-token sentences: alpha = 1 on that token", seeded_randn(3, 6, 2, seed=12), seeded_randn(2, seed=22), [1, 1, 1]),
+        case("one-token sentences: alpha = 1 on that token", seeded_randn(3, 6, 2, seed=12), seeded_randn(2, seed=22),
+             [1, 1, 1]),
         case("a long query (w times 1000): no overflow, no NaN", seeded_randn(2, 6, 5, seed=13),
              1000 * seeded_randn(5, seed=23), [6, 2]),
         case("equal columns in H: uniform weights, h* = tanh(h)", torch.ones(2, 4, 3) * torch.tensor([0.5, -1.0, 2.0]),

@@ -38,12 +38,14 @@ def causal_self_attention_cases(device: torch.device) -> list[Case]:
     return [
         case("two sequences of 5 tokens, no padding (valid_lens omitted)", seeded_randn(2, 5, d, seed=4), *W),
         case("one token: it attends only to itself, so the output is x W_v", seeded_randn(3, 1, d, seed=5), *W),
-        case("valid lengths (3, 5): padding keys get no weight", seeded_randn(2, 5, d, seed=6), *W, torch.tensor([3, 5])),
+        case("valid lengths (3, 5): padding keys get no weight", seeded_randn(2, 5, d, seed=6), *W,
+             torch.tensor([3, 5])),
         case("a sequence of length 0 gives zeros (no NaN)", seeded_randn(2, 4, d, seed=7), *W, torch.tensor([4, 0])),
         case("large entries: the 1/sqrt(d_k) matters, the softmax must not overflow", seeded_randn(1, 6, d, seed=8),
-             seeded_randn(d, 16, seed=9, scale=4.0), seeded_randn(d, 16, seed=10, scale=4.0), seeded_randn(d, 2, seed=11)),
-        case("d_k = 1 and d_v = 5", seeded_randn(2, 4, d, seed=12), seeded_randn(d, 1, seed=13), seeded_randn(d, 1, seed=14),
-             seeded_randn(d, 5, seed=15)),
+             seeded_randn(d, 16, seed=9, scale=4.0), seeded_randn(d, 16, seed=10, scale=4.0),
+             seeded_randn(d, 2, seed=11)),
+        case("d_k = 1 and d_v = 5", seeded_randn(2, 4, d, seed=12), seeded_randn(d, 1, seed=13),
+             seeded_randn(d, 1, seed=14), seeded_randn(d, 5, seed=15)),
     ]
 
 

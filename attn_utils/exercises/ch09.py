@@ -21,7 +21,8 @@ def split_heads_cases(device: torch.device) -> list[Case]:
     return [
         case("one sequence, 4 features, 2 heads (features 0-1 and 2-3)", torch.arange(12.0).reshape(1, 3, 4), 2),
         case("a batch of 2, d = 8, 2 heads", seeded_randn(2, 3, 8, seed=1), 2),
-        case("a batch of 3, d = 12, 4 heads: row b * heads + i is head i of sequence b", seeded_randn(3, 5, 12, seed=2), 4),
+        case("a batch of 3, d = 12, 4 heads: row b * heads + i is head i of sequence b",
+             seeded_randn(3, 5, 12, seed=2), 4),
         case("1 head: the input, unchanged", seeded_randn(2, 4, 6, seed=3), 1),
         case("heads = d = 6: one feature per head", seeded_randn(2, 4, 6, seed=4), 6),
         case("a single position (n = 1)", seeded_randn(2, 1, 8, seed=5), 4),
@@ -48,8 +49,10 @@ def _multihead(queries, keys, values, W_q, W_k, W_v, W_o, num_heads, valid_lens=
 def multihead_cases(device: torch.device) -> list[Case]:
     def weights(d, seed, query_size=None, key_size=None):
         q_in, k_in = query_size or d, key_size or d
-        return (seeded_randn(d, q_in, seed=seed, scale=q_in ** -0.5), seeded_randn(d, k_in, seed=seed + 1, scale=k_in ** -0.5),
-                seeded_randn(d, k_in, seed=seed + 2, scale=k_in ** -0.5), seeded_randn(d, d, seed=seed + 3, scale=d ** -0.5))
+        return (seeded_randn(d, q_in, seed=seed, scale=q_in ** -0.5),
+                seeded_randn(d, k_in, seed=seed + 1, scale=k_in ** -0.5),
+                seeded_randn(d, k_in, seed=seed + 2, scale=k_in ** -0.5),
+                seeded_randn(d, d, seed=seed + 3, scale=d ** -0.5))
 
     def case(name, queries, keys, values, W, num_heads, valid_lens=None):
         args = (queries, keys, values, *W, num_heads, valid_lens)

@@ -7,8 +7,8 @@ back. Nothing here knows about any one exercise; the chapter modules (``ch01``, 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 
