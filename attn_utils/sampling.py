@@ -13,11 +13,10 @@
 from __future__ import annotations
 
 import math
-import statistics
-import time
 
 import torch
 
+from .measure import interleaved_medians
 from .seq2seq import _check_tokens
 
 
@@ -142,13 +141,6 @@ def kv_cache_bytes(num_blks: int, num_heads: int, length: int, head_dim: int, ba
     return 2 * num_blks * num_heads * length * head_dim * batch * itemsize
 
 
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    elif device.type == "mps":
-        torch.mps.synchronize()
-
-
 def time_generation(model, lengths, *, batch: int = 1, prompt_len: int = 1, repeats: int = 3,
                     progress: bool = False) -> list[dict]:
     """Greedy generation of each of ``lengths`` new tokens with and without the cache, timed.
@@ -170,20 +162,18 @@ def time_generation(model, lengths, *, batch: int = 1, prompt_len: int = 1, repe
     prompt = torch.randint(vocab, (batch, prompt_len), generator=torch.Generator().manual_seed(0)).to(device)
     generate(model, prompt, min(lengths), temperature=0.0)  # warm-up: allocations, kernels
     generate(model, prompt, min(lengths), temperature=0.0, use_cache=False)
+    outputs = {}  # the tokens of the latest run with and without the cache
+
+    def run(n, use_cache):
+        outputs[use_cache] = generate(model, prompt, n, temperature=0.0, use_cache=use_cache)
+
     results = []
     for n in lengths:
-        times = {True: [], False: []}
-        outputs = {}
-        for _ in range(repeats):
-            for use_cache in (True, False):  # interleaved, so both see the same machine load
-                _synchronize(device)
-                start = time.perf_counter()
-                outputs[use_cache] = generate(model, prompt, n, temperature=0.0, use_cache=use_cache)
-                _synchronize(device)
-                times[use_cache].append(time.perf_counter() - start)
+        # interleaved, so both see the same machine load (the warm-up above already ran)
+        cached, uncached = interleaved_medians([lambda n=n: run(n, True), lambda n=n: run(n, False)], device,
+                                               repeats=repeats, warmup=0)
         if not torch.equal(outputs[True], outputs[False]):
             raise RuntimeError(f"cached and uncached generation of {n} tokens wrote different tokens")
-        cached, uncached = statistics.median(times[True]), statistics.median(times[False])
         blk = model.blks[0].attention1
         results.append(dict(length=n, cached_s=cached, uncached_s=uncached, speedup=uncached / cached,
                             cached_ms_per_token=1e3 * cached / n, uncached_ms_per_token=1e3 * uncached / n,
