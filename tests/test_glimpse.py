@@ -1,4 +1,7 @@
-"""Soft and hard attention over image regions (attn_utils.glimpse): data, model, REINFORCE, cost."""
+"""Soft and hard attention over image regions (attn_utils.glimpse): model, REINFORCE, cost.
+
+(The canvases are tested in test_data_digits.py.)
+"""
 
 from __future__ import annotations
 
@@ -10,17 +13,11 @@ from torch.nn import functional as F
 matplotlib.use("Agg")
 
 from attn_utils.classify import accuracy, train_classifier
+from attn_utils.data.digits import REGION, make_digit_canvases
 from attn_utils.glimpse import (
-    DIGIT,
-    MARGIN,
-    REGION,
     GlimpseClassifier,
-    _digits,
-    canvas_layout,
     count_flops,
-    digit_split,
     exact_scorer_gradient,
-    make_digit_canvases,
     reinforce_surrogate,
     scorer_gradient_samples,
     show_glimpses,
@@ -31,71 +28,6 @@ from attn_utils.glimpse import (
 def _region(images, index, grid=3):
     r, c = divmod(index, grid)
     return images[:, 0, r * REGION:(r + 1) * REGION, c * REGION:(c + 1) * REGION]
-
-
-# ---- data ------------------------------------------------------------------------------------------
-
-def test_canvases_shapes_range_and_determinism():
-    images, labels, evidence = make_digit_canvases(50, seed=3)
-    assert images.shape == (50, 1, 30, 30) and images.dtype == torch.float32
-    assert labels.shape == evidence.shape == (50,) and labels.dtype == evidence.dtype == torch.int64
-    assert images.min() >= 0.0 and images.max() <= 1.0
-    assert set(labels.tolist()) <= set(range(10)) and set(evidence.tolist()) <= set(range(9))
-    again = make_digit_canvases(50, seed=3)
-    for a, b in zip((images, labels, evidence), again):
-        assert torch.equal(a, b)
-    other, _, _ = make_digit_canvases(50, seed=4)
-    assert not torch.equal(images, other)
-    small, _, ev2 = make_digit_canvases(5, seed=0, grid=2)
-    assert small.shape == (5, 1, 20, 20) and int(ev2.max()) < 4
-
-
-def test_evidence_region_holds_the_labelled_digit_inside_the_full_frame():
-    num, grid = 200, 3
-    digit_ids, frames, evidence = canvas_layout(num, seed=7, grid=grid, distractors=2)
-    images, labels, evidence2 = make_digit_canvases(num, seed=7, grid=grid, distractors=2)
-    assert torch.equal(evidence, evidence2)
-    source, targets = _digits()
-    for n in range(num):
-        region = _region(images[n:n + 1], int(evidence[n]), grid)[0]
-        inner = region[MARGIN:MARGIN + DIGIT, MARGIN:MARGIN + DIGIT]
-        digit = int(digit_ids[n, evidence[n]])
-        assert torch.equal(inner, torch.from_numpy(source[digit]))  # the digit image itself
-        assert int(labels[n]) == int(targets[digit])  # and its class is the label
-        ring = torch.cat([region[0], region[-1], region[:, 0], region[:, -1]])
-        assert bool((ring == 1.0).all())  # the full frame
-    # exactly one full frame per canvas, exactly two broken frames (3 sides lit, one side dark)
-    assert bool(((frames == 1).sum(1) == 1).all()) and bool(((frames >= 2).sum(1) == 2).all())
-    n, k = torch.nonzero(frames >= 2)[0].tolist()
-    region = _region(images[n:n + 1], k, grid)[0]
-    sides = [region[0, 1:-1], region[-1, 1:-1], region[1:-1, 0], region[1:-1, -1]]
-    lit = [bool((s == 1.0).all()) for s in sides]
-    assert sum(lit) == 3 and not lit[int(frames[n, k]) - 2]
-    plain = torch.nonzero(frames == 0)[0].tolist()
-    margin = _region(images[plain[0]:plain[0] + 1], plain[1], grid)[0].clone()
-    margin[MARGIN:MARGIN + DIGIT, MARGIN:MARGIN + DIGIT] = 0
-    assert float(margin.abs().sum()) == 0.0  # no frame: a dark margin
-
-
-def test_splits_are_disjoint_and_canvases_use_only_their_split():
-    parts = {s: set(digit_split(s).tolist()) for s in ("train", "val", "test")}
-    assert not parts["train"] & parts["test"] and not parts["train"] & parts["val"] and not parts["val"] & parts["test"]
-    assert len(parts["train"] | parts["val"] | parts["test"]) == 1797
-    assert [len(parts[s]) for s in ("train", "val", "test")] == [1078, 360, 359]
-    for split in ("train", "test"):
-        ids, _, _ = canvas_layout(300, seed=1, split=split)
-        assert set(ids.flatten().tolist()) <= parts[split]
-
-
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(num=0, seed=0), "num must be a positive int"),
-    (dict(num=5, seed=0, grid=1), "grid must be an int >= 2"),
-    (dict(num=5, seed=0, split="dev"), "split must be one of"),
-    (dict(num=5, seed=0, distractors=9), r"distractors must lie in \[0, 8\]"),
-])
-def test_bad_data_arguments_are_named(kwargs, message):
-    with pytest.raises(ValueError, match=message):
-        make_digit_canvases(**kwargs)
 
 
 # ---- model ----------------------------------------------------------------------------------------
@@ -265,7 +197,7 @@ def test_memorises_32_canvases(mode, steps, kwargs, one_thread):
     torch.manual_seed(0)
     images, labels, _ = make_digit_canvases(32, seed=11)
     model = GlimpseClassifier(mode, **kwargs)
-    train_classifier(model, (images,), labels, steps=steps, batch_size=32, lr=5e-3, progress=False)
+    train_classifier(model, (images,), labels, max_steps=steps, batch_size=32, lr=5e-3, progress=False)
     assert accuracy(model, (images,), labels) == 1.0
 
 

@@ -1,4 +1,6 @@
-"""attn_utils.relation: the generated corpus, the SemEval reader, Zhou et al.'s Att-BLSTM and the official score.
+"""attn_utils.relation: Zhou et al.'s Att-BLSTM and SemEval-2010 Task 8's official score.
+
+(The data is tested in test_data_relations.py, the SemEval reader in test_data_semeval.py.)
 
 The model is checked against an independent reference: ``torch.nn.LSTM`` run on each sentence alone
 (no padding, no packing) with the model's weights, then Zhou et al.'s four equations written out
@@ -14,176 +16,8 @@ import torch
 from torch import nn
 
 from attn_utils.classify import accuracy, train_classifier
-from attn_utils.relation import (
-    ADJECTIVES,
-    ADVERBS,
-    CLOSERS,
-    CONJUNCTIONS,
-    CUES,
-    DETERMINERS,
-    ENTITY_MARKERS,
-    LABELS,
-    NOUNS,
-    OPENERS,
-    RARE_CUES,
-    SEMEVAL_ENV_VAR,
-    AttentionBiLSTM,
-    RelationExample,
-    check_markers,
-    cue_words,
-    last_states,
-    load_semeval,
-    load_semeval_splits,
-    make_relation_corpus,
-    relation_tensors,
-    relation_type,
-    relation_vocab,
-    semeval_macro_f1,
-    sum_directions,
-)
-
-# ------------------------------------------------------------------ the generated corpus
-
-def test_same_seed_same_corpus_other_seed_other_corpus():
-    a, b = make_relation_corpus(50, 10, 20, seed=3), make_relation_corpus(50, 10, 20, seed=3)
-    assert a == b
-    c = make_relation_corpus(50, 10, 20, seed=4)
-    assert [e.tokens for e in a.train] != [e.tokens for e in c.train]
-    assert (len(a.train), len(a.val), len(a.test)) == (50, 10, 20)
-
-
-@pytest.mark.parametrize("kwargs", [{}, {"distractor_prob": 1.0, "distractors": 3, "filler": 2}])
-def test_evidence_is_the_cue_word_between_the_entities(kwargs):
-    corpus = make_relation_corpus(400, 0, 100, seed=1, **kwargs)
-    words = cue_words()
-    for e in corpus.train + corpus.test:
-        check_markers(e.tokens)
-        cue = e.tokens[e.evidence]
-        assert e.label in words[cue], (cue, e.label)  # the evidence is a cue word of this very label
-        start, stop = e.cue_span
-        assert start <= e.evidence < stop
-        phrase = " ".join(e.tokens[start:stop])
-        assert phrase in {p.replace("*", "") for p in CUES[e.label] + RARE_CUES[e.label]}
-        assert e.tokens.index("</e1>") < start and stop <= e.tokens.index("<e2>")  # between the entities
-        for d in e.distractors:  # the distracting cues state relations of other types
-            assert d != e.evidence and not start <= d < stop
-            assert relation_type(e.label) not in {relation_type(label) for label in words[e.tokens[d]]}
-        assert e.tokens.count(cue) == 1 or cue == "and"  # the evidence word occurs only there
-        if kwargs:
-            assert len(e.distractors) == 3
-
-
-def test_every_label_occurs_and_no_sentence_is_in_two_splits():
-    corpus = make_relation_corpus(1500, 200, 500, seed=0)
-    assert {e.label for e in corpus.train} == set(LABELS)
-    assert {e.label for e in corpus.test} == set(LABELS)
-    sentences = [e.tokens for e in corpus.train + corpus.val + corpus.test]
-    assert len(set(sentences)) == len(sentences)
-    with_distractor = sum(bool(e.distractors) for e in corpus.train) / len(corpus.train)
-    assert 0.45 < with_distractor < 0.55  # distractor_prob=0.5
-    common = cue_words(rare=False)
-    rare = sum(e.tokens[e.evidence] not in common for e in corpus.train) / len(corpus.train)
-    assert 0.03 < rare < 0.07  # rare_prob=0.05
-
-
-def test_cue_words_are_not_filler_and_phrase_glue_is_shared():
-    cues = set(cue_words())
-    filler = set(NOUNS) | set(ADJECTIVES) | set(ADVERBS) | set(DETERMINERS) | set(CONJUNCTIONS)
-    filler |= {w for phrase in OPENERS + CLOSERS for w in phrase}
-    assert not cues & filler
-    assert not cues & set(ENTITY_MARKERS)
-    assert all(len({relation_type(label) for label in labels}) == 1 for labels in cue_words().values())
-    assert set(cue_words(rare=False)) < set(cue_words())
-    glue: dict[str, set[str]] = {}  # non-evidence words of cue phrases -> relation types using them
-    for label in LABELS:
-        for phrase in CUES[label] + RARE_CUES[label]:
-            for w in phrase.split():
-                if not w.startswith("*"):
-                    glue.setdefault(w, set()).add(relation_type(label))
-    assert all(len(kinds) >= 2 or w in filler for w, kinds in glue.items()), glue
-    assert len(LABELS) == 19 and LABELS[-1] == "Other" and set(CUES) == set(RARE_CUES) == set(LABELS)
-
-
-def test_bad_corpus_arguments_are_named():
-    with pytest.raises(ValueError, match="distractor_prob must lie in"):
-        make_relation_corpus(10, 0, 0, distractor_prob=1.5)
-    with pytest.raises(ValueError, match="distractors must be 1, 2 or 3"):
-        make_relation_corpus(10, 0, 0, distractors=4)
-    with pytest.raises(ValueError, match="expected one of the 19 SemEval labels"):
-        relation_type("Cause-Effect")
-
-
-# ------------------------------------------------------------------ the SemEval-2010 Task 8 reader
-
-MADE_UP = (
-    '8001\t"The <e1>kettle</e1> was left inside the old <e2>garden shed</e2>."\r\n'
-    "Content-Container(e1,e2)\r\n"
-    "Comment:\r\n"
-    "\r\n"
-    '8002\t"A <e1>spark</e1> from the wire caused the <e2>fire</e2>, said O\'Neil."\r\n'
-    "Cause-Effect(e1,e2)\r\n"
-    "Comment: a made-up sentence\r\n"
-    "\r\n"
-    '8003\t"The <e1>choir</e1> sang next to the <e2>well-known museum</e2>."\r\n'
-    "Other\r\n"
-    "Comment:\r\n"
-)
-
-
-def test_semeval_reader_on_a_made_up_file(tmp_path, monkeypatch):
-    path = tmp_path / "TEST_FILE_FULL.TXT"
-    path.write_bytes(MADE_UP.encode("utf-8"))
-    examples = load_semeval(path)
-    assert [e.label for e in examples] == ["Content-Container(e1,e2)", "Cause-Effect(e1,e2)", "Other"]
-    assert examples[0].tokens == ("the", "<e1>", "kettle", "</e1>", "was", "left", "inside", "the", "old",
-                                  "<e2>", "garden", "shed", "</e2>", ".")
-    assert examples[1].tokens == ("a", "<e1>", "spark", "</e1>", "from", "the", "wire", "caused", "the",
-                                  "<e2>", "fire", "</e2>", ",", "said", "o'neil", ".")
-    assert "well-known" in examples[2].tokens
-    assert all(e.evidence == -1 and e.distractors == () for e in examples)
-    assert load_semeval(path, lowercase=False)[0].tokens[0] == "The"
-    # the pair of files, from a folder given directly or by the environment variable
-    (tmp_path / "TRAIN_FILE.TXT").write_text(MADE_UP.replace("\r\n", "\n").replace("800", "1"), encoding="utf-8")
-    train, test = load_semeval_splits(tmp_path)
-    assert len(train) == len(test) == 3 and train[0].tokens == test[0].tokens
-    monkeypatch.setenv(SEMEVAL_ENV_VAR, str(tmp_path))
-    assert load_semeval_splits()[1] == test
-    vocab = relation_vocab(train)
-    tensors = relation_tensors(test, vocab)
-    assert tensors.evidence.tolist() == [-1, -1, -1] and tensors.labels.tolist() == [4, 0, 18]
-
-
-def test_semeval_reader_names_missing_and_malformed_files(tmp_path, monkeypatch):
-    missing = tmp_path / "nowhere" / "TRAIN_FILE.TXT"
-    with pytest.raises(FileNotFoundError, match="nowhere"):
-        load_semeval(missing)
-    monkeypatch.delenv(SEMEVAL_ENV_VAR, raising=False)
-    with pytest.raises(FileNotFoundError, match=SEMEVAL_ENV_VAR):
-        load_semeval_splits()
-    bad_label = tmp_path / "bad_label.txt"
-    bad_label.write_text(MADE_UP.replace("Cause-Effect(e1,e2)", "Cause-Effekt(e1,e2)"), encoding="utf-8")
-    with pytest.raises(ValueError, match=r"bad_label\.txt, line 6: expected a label"):
-        load_semeval(bad_label)
-    bad_markers = tmp_path / "bad_markers.txt"
-    bad_markers.write_text(MADE_UP.replace("<e2>fire</e2>", "fire"), encoding="utf-8")
-    with pytest.raises(ValueError, match=r"bad_markers\.txt, line 5: expected each entity marker once"):
-        load_semeval(bad_markers)
-    not_semeval = tmp_path / "notes.txt"
-    not_semeval.write_text("some notes\n", encoding="utf-8")
-    with pytest.raises(ValueError, match=r"notes\.txt, line 1: expected a sentence line"):
-        load_semeval(not_semeval)
-
-
-def test_tensors_pad_and_name_bad_labels():
-    examples = [RelationExample(("a", "<e1>", "x", "</e1>", "and", "<e2>", "y", "</e2>", "."), "Other", 4),
-                RelationExample(("<e1>", "x", "</e1>", "has", "<e2>", "y", "</e2>"), "Component-Whole(e2,e1)", 3)]
-    vocab = relation_vocab(examples)
-    t = relation_tensors(examples, vocab)
-    assert t.tokens.shape == (2, 9) and t.lengths.tolist() == [9, 7] and t.labels.tolist() == [18, 3]
-    assert vocab.pad == 0 and t.tokens[1, 7:].tolist() == [0, 0] and t.evidence.tolist() == [4, 3]
-    with pytest.raises(ValueError, match="expected labels from LABELS"):
-        relation_tensors([RelationExample(examples[0].tokens, "Cause")], vocab)
-
+from attn_utils.data.relations import LABELS, make_relation_corpus, relation_tensors, relation_vocab
+from attn_utils.relation import AttentionBiLSTM, last_states, semeval_macro_f1, sum_directions
 
 # ------------------------------------------------------------------ the model
 
@@ -284,7 +118,7 @@ def test_overfits_32_sentences(one_thread):
     t = relation_tensors(corpus.train, vocab)
     torch.manual_seed(0)
     model = AttentionBiLSTM(len(vocab), 16, 16, len(LABELS), dropout=0.0)
-    history = train_classifier(model, (t.tokens, t.lengths), t.labels, steps=150, batch_size=32, lr=0.02,
+    history = train_classifier(model, (t.tokens, t.lengths), t.labels, max_steps=150, batch_size=32, lr=0.02,
                                progress=False)
     assert accuracy(model, (t.tokens, t.lengths), t.labels) == 1.0
     assert history.loss[-1] < 0.05 < history.loss[0]

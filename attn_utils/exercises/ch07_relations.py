@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import torch
 
+from ..data.relations import LABELS
 from ..pooling import AttentivePooling
-from ..relation import LABELS, last_states, semeval_macro_f1
+from ..relation import last_states, semeval_macro_f1
 from .core import Case, register, seeded_randn
 
 
