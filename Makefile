@@ -1,7 +1,8 @@
 # Two commands do everything on a fresh machine with Python 3.10+, Node.js/npm and make:
 #   make book   build the book into _build/html (creating .venv and the web assets first if needed)
-#   make test   lint, a strict book build, unit tests, every notebook through nbval, and the
-#               browser test of every built page (installs Debian's Chromium if it is missing)
+#   make test   lint, a strict book build, unit tests, every notebook through nbval at the quick
+#               budget (ATTN_UTILS_QUICK=1), and the browser test of every built page (installs
+#               Debian's Chromium if it is missing)
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -28,7 +29,7 @@ help:
 	@echo "                  + the browser test of every page"
 	@echo "make lint         ruff over attn_utils, tests, tools, benchmarks and the notebooks"
 	@echo "make check-site   the browser test alone, on the book as last built"
-	@echo "make execute      re-run every notebook in place and store its outputs (NB=path for one)"
+	@echo "make execute      re-run every notebook at the book budget and store its outputs (NB=path for one)"
 	@echo "make student      write the student edition (no solutions) into editions/student"
 	@echo "make instructor   write the full edition into editions/instructor"
 	@echo "make setup-cells  rewrite each notebook's first (setup) cell from tools/notebook_setup.py"
@@ -79,10 +80,11 @@ book-strict: web-assets
 # the browser test of the pages just built (tests/test_browser.py).
 test: lint book-strict browser
 	$(BIN)/python -m tools.notebook_setup --check
-	CHROMIUM=$$(command -v $(CHROMIUM)) OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --nbval-lax --nbval-current-env tests chapters
+	ATTN_UTILS_QUICK=1 CHROMIUM=$$(command -v $(CHROMIUM)) OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --nbval-lax --nbval-current-env tests chapters
 
+# The book budget, whatever the environment says: these are the outputs the book shows.
 execute: $(STAMP)
-	$(BIN)/python -m tools.execute_notebooks $(NB)
+	ATTN_UTILS_QUICK=0 $(BIN)/python -m tools.execute_notebooks $(NB)
 
 student instructor: $(STAMP)
 	rm -rf editions/$@

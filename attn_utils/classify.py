@@ -1,4 +1,4 @@
-"""One training loop and one set of measurements for the attention classifiers of chapter 7.
+"""Training and measuring the attention classifiers of chapter 7, through the course's one loop (``fit``).
 
 The image, relation and document models differ in their inputs, not in how they are trained or
 judged. Each is an ``nn.Module`` whose ``forward(*inputs)`` returns logits ``(batch, classes)``
@@ -10,25 +10,13 @@ first and records the second, so every model's curve shows the same quantity.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 from torch.nn import functional as F
-from tqdm.auto import tqdm
 
-
-@dataclass
-class ClassifierHistory:
-    """Per-step training cross-entropy and accuracy, and validation accuracy every ``eval_every`` steps."""
-
-    loss: list[float] = field(default_factory=list)
-    accuracy: list[float] = field(default_factory=list)
-    val_steps: list[int] = field(default_factory=list)
-    val_accuracy: list[float] = field(default_factory=list)
-    seconds: float = 0.0
+from .training_loop import History, fit
 
 
 def _check_inputs(inputs: Sequence[torch.Tensor], labels: torch.Tensor) -> None:
@@ -52,51 +40,42 @@ def training_loss(model: nn.Module, inputs: Sequence[torch.Tensor], labels: torc
 
 
 def train_classifier(model: nn.Module, inputs: Sequence[torch.Tensor], labels: torch.Tensor, *,
-                     steps: int, batch_size: int = 64, lr: float = 1e-3, weight_decay: float = 0.0,
-                     grad_clip: float | None = 5.0, val: tuple[Sequence[torch.Tensor], torch.Tensor] | None = None,
-                     eval_every: int = 50, seed: int = 0, progress: bool = True) -> ClassifierHistory:
-    """Train ``model`` with Adam for ``steps`` minibatches drawn without replacement (reshuffled each epoch).
+                     max_steps: int | None = None, time_budget: float | None = None, batch_size: int = 64,
+                     lr: float = 1e-3, warmup: int = 0, weight_decay: float = 0.0, clip: float | None = 5.0,
+                     val: tuple[Sequence[torch.Tensor], torch.Tensor] | None = None, eval_every: int = 50,
+                     seed: int = 0, progress: bool = True) -> History:
+    """Train ``model`` with ``fit`` (Adam, constant learning rate after ``warmup``) on minibatches drawn
+    without replacement (reshuffled each epoch); return the ``History``.
 
     ``inputs`` are tensors with one row per example (moved to the model's device batch by batch),
-    ``labels`` the class indices. ``val = (val_inputs, val_labels)`` is scored every ``eval_every``
-    steps and after the last. The order of the batches depends only on ``seed``.
+    ``labels`` the class indices. Each step records the cross-entropy as its loss and the batch
+    accuracy (``history.metrics["accuracy"]``). ``val = (val_inputs, val_labels)`` is scored every
+    ``eval_every`` steps and after the last (``history.evals["val_accuracy"]``). The order of the
+    batches depends only on ``seed``.
     """
     inputs = tuple(inputs)
     _check_inputs(inputs, labels)
-    if steps < 1 or batch_size < 1:
-        raise ValueError(f"steps and batch_size must be positive, got steps={steps}, batch_size={batch_size}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be positive, got {batch_size}")
     device = next(model.parameters()).device
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     generator = torch.Generator().manual_seed(seed)
     num = labels.shape[0]
-    order = torch.randperm(num, generator=generator)
-    position = 0
-    history = ClassifierHistory()
-    start = time.perf_counter()
-    for step in tqdm(range(1, steps + 1), disable=not progress, desc="training", leave=False):
+    order, position = torch.randperm(num, generator=generator), 0
+
+    def step_loss(model, step):
+        nonlocal order, position
         if position + batch_size > num:
             order, position = torch.randperm(num, generator=generator), 0
         idx = order[position:position + batch_size]
         position += batch_size
-        batch = [x[idx].to(device) for x in inputs]
         y = labels[idx].to(device)
-        model.train()
-        objective, cross_entropy, logits = training_loss(model, batch, y)
-        if not torch.isfinite(objective):
-            raise FloatingPointError(f"the training objective became {objective.item()} at step {step}")
-        optimizer.zero_grad()
-        objective.backward()
-        if grad_clip is not None:
-            nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-        optimizer.step()
-        history.loss.append(float(cross_entropy.detach()))
-        history.accuracy.append(float((logits.argmax(-1) == y).float().mean()))
-        if val is not None and (step % eval_every == 0 or step == steps):
-            history.val_steps.append(step)
-            history.val_accuracy.append(accuracy(model, *val))
-    history.seconds = time.perf_counter() - start
-    model.eval()
-    return history
+        objective, cross_entropy, logits = training_loss(model, [x[idx].to(device) for x in inputs], y)
+        return objective, {"loss": cross_entropy.detach(), "accuracy": (logits.argmax(-1) == y).float().mean()}
+
+    evaluate = (lambda m: {"val_accuracy": accuracy(m, *val)}) if val is not None else None
+    return fit(model, step_loss, max_steps=max_steps, time_budget=time_budget, lr=lr, warmup=warmup,
+               schedule="constant", clip=clip, weight_decay=weight_decay, evaluate=evaluate,
+               eval_every=eval_every if val is not None else None, progress=progress)
 
 
 @torch.no_grad()

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from .masking import masked_softmax
+from .training_loop import fit
 
 _LOG_HALF = math.log(0.5)
 _LOG_THREE_QUARTERS = math.log(0.75)
@@ -143,23 +144,22 @@ class NWKernelRegression(nn.Module):
         return predictions
 
 
-def train_nw(x, y, w: float = 1.0, steps: int = 50, lr: float = 1.0, leave_one_out: bool = True):
+def train_nw(x, y, w: float = 1.0, max_steps: int = 50, lr: float = 1.0, leave_one_out: bool = True,
+             progress: bool = False):
     """Fit ``NWKernelRegression`` on examples (x, y), queries = keys = x, by full-batch SGD on the MSE.
 
-    With ``leave_one_out`` each example is predicted from the others only. Returns
-    ``(model, losses)``.
+    Trained with ``fit`` (plain SGD, constant learning rate, no clipping). With ``leave_one_out``
+    each example is predicted from the others only. Returns ``(model, history)``.
     """
     model = NWKernelRegression(w).to(device=x.device, dtype=x.dtype)
     mask = leave_one_out_mask(len(x), x.device) if leave_one_out else None
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-    losses = []
-    for _ in range(steps):
-        optimizer.zero_grad()
-        loss = ((model(x, x, y, mask) - y) ** 2).mean()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-    return model, losses
+
+    def step_loss(model, step):
+        return ((model(x, x, y, mask) - y) ** 2).mean()
+
+    history = fit(model, step_loss, max_steps=max_steps, lr=lr, optimizer="sgd", schedule="constant", clip=None,
+                  progress=progress, desc="Nadaraya-Watson")
+    return model, history
 
 
 def true_function(x: torch.Tensor) -> torch.Tensor:

@@ -11,16 +11,14 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import torch
 from torch import nn
 from torch.nn import functional as F
-from tqdm.auto import tqdm
 
 from .seq2seq import _check_tokens
-from .train import learning_rate_factor
+from .training_loop import History, fit
 from .transformer import TransformerDecoderBlock, TransformerEncoder, _build_stack, _embed
 
 IGNORE_INDEX = -100  # label of the positions that do not count in the loss (torch's cross-entropy default)
@@ -206,34 +204,14 @@ def masked_lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
                            ignore_index=IGNORE_INDEX)
 
 
-def train_language_model(model: nn.Module, batch_loss: Callable[[nn.Module, int], torch.Tensor], num_steps: int, *,
-                         lr: float = 1e-3, warmup: int = 100, clip: float = 1.0, betas=(0.9, 0.98),
-                         progress: bool = True, desc: str = "training") -> list[float]:
-    """Train ``model`` for ``num_steps`` steps of ``batch_loss(model, step)``; return the losses.
+def train_language_model(model: nn.Module, batch_loss: Callable[[nn.Module, int], torch.Tensor], *,
+                         max_steps: int | None = None, time_budget: float | None = None, lr: float = 1e-3,
+                         warmup: int = 100, clip: float = 1.0, betas=(0.9, 0.98), progress: bool = True,
+                         desc: str = "training") -> History:
+    """Train ``model`` with ``fit`` on ``batch_loss(model, step)``; return the ``History``.
 
-    Adam with linear warm-up over ``warmup`` steps, then linear decay to 0 at the last step, and
-    gradient clipping at norm ``clip``, as ``train_seq2seq``. The model is left in eval mode.
+    Adam with linear warm-up over ``warmup`` steps, then linear decay to 0 at the end of the budget,
+    and gradient clipping at norm ``clip``, as ``train_seq2seq``. The model is left in eval mode.
     """
-    if not isinstance(num_steps, int) or num_steps < 1:
-        raise ValueError(f"num_steps must be a positive int, got {num_steps!r}")
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=tuple(betas))
-    losses = []
-    model.train()
-    bar = tqdm(range(num_steps), desc=desc, disable=not progress, mininterval=1.0)
-    for step in bar:
-        for group in optimizer.param_groups:
-            group["lr"] = lr * learning_rate_factor(step, warmup, step / num_steps)
-        loss = batch_loss(model, step)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if clip:
-            nn.utils.clip_grad_norm_(model.parameters(), clip)
-        optimizer.step()
-        losses.append(loss.item())
-        if not math.isfinite(losses[-1]):
-            raise FloatingPointError(f"the loss became {losses[-1]} at step {step}; try a smaller lr (got {lr})")
-        bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
-    bar.close()
-    model.eval()
-    return losses
-
+    return fit(model, batch_loss, max_steps=max_steps, time_budget=time_budget, lr=lr, warmup=warmup, clip=clip,
+               betas=betas, progress=progress, desc=desc)

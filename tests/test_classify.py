@@ -38,11 +38,11 @@ def test_training_learns_to_attend_to_the_deciding_position():
     inputs, labels = _data()
     model = _PickOne()
     before = accuracy(model, inputs, labels)
-    history = train_classifier(model, inputs, labels, steps=200, batch_size=32, lr=0.1,
+    history = train_classifier(model, inputs, labels, max_steps=200, batch_size=32, lr=0.1,
                                val=_data(64, seed=1), eval_every=100, progress=False)
     assert before < 0.45
-    assert history.val_steps == [100, 200] and len(history.loss) == 200
-    assert history.val_accuracy[-1] == 1.0
+    assert history.eval_steps == [100, 200] and len(history.loss) == 200
+    assert history.evals["val_accuracy"][-1] == 1.0
     _, weights = predict(model, inputs)
     assert weights.shape == (256, 4)
     assert evidence_hit_rate(weights, torch.full((256,), 3)) == 1.0
@@ -55,7 +55,7 @@ def test_same_seed_same_model():
     for _ in range(2):
         torch.manual_seed(0)
         model = _PickOne()
-        train_classifier(model, inputs, labels, steps=20, batch_size=16, lr=0.05, seed=3, progress=False)
+        train_classifier(model, inputs, labels, max_steps=20, batch_size=16, lr=0.05, seed=3, progress=False)
         runs.append(model.query.detach().clone())
     torch.testing.assert_close(runs[0], runs[1], rtol=0, atol=0)
 
@@ -69,7 +69,7 @@ def test_model_objective_is_minimised_and_cross_entropy_recorded():
 
     inputs, labels = _data()
     model = Objective()
-    history = train_classifier(model, inputs, labels, steps=300, batch_size=32, lr=0.05, progress=False)
+    history = train_classifier(model, inputs, labels, max_steps=300, batch_size=32, lr=0.05, progress=False)
     torch.testing.assert_close(model.query.detach(), torch.ones(3), atol=1e-2, rtol=0)
     first = nn.functional.cross_entropy(_PickOne()(inputs[0][:32]), labels[:32]).item()
     assert history.loss[0] == pytest.approx(first, rel=0.5)
@@ -83,7 +83,7 @@ def test_evidence_hit_rate_counts_argmax_matches():
 def test_bad_input_is_named():
     inputs, labels = _data()
     with pytest.raises(ValueError, match="one row per label"):
-        train_classifier(_PickOne(), (inputs[0][:10],), labels, steps=1, progress=False)
+        train_classifier(_PickOne(), (inputs[0][:10],), labels, max_steps=1, progress=False)
     with pytest.raises(ValueError, match="1-D tensor of class indices"):
         accuracy(_PickOne(), inputs, labels[:, None])
     with pytest.raises(ValueError, match=r"expected weights \(n, positions\)"):

@@ -369,8 +369,8 @@ CORPUS = torch.tensor([[1, 5, 6, 7, 8, 2], [1, 9, 10, 11, 2, 0], [1, 12, 6, 13, 
 def test_causal_lm_memorises_a_tiny_corpus(one_thread):
     torch.manual_seed(0)
     model = CausalLanguageModel(16, 32, 64, 4, 2, max_len=16)
-    losses = train_language_model(model, lambda m, step: causal_lm_loss(m, CORPUS, pad=0), 150, lr=3e-3,
-                                  warmup=10, progress=False)
+    losses = train_language_model(model, lambda m, step: causal_lm_loss(m, CORPUS, pad=0), max_steps=150, lr=3e-3,
+                                  warmup=10, progress=False).loss
     assert losses[-1] < 0.5 * losses[0]
     # the first word after <bos> is ambiguous (3 choices); every later token is determined by its prefix
     for row in CORPUS:
@@ -392,7 +392,7 @@ def test_masked_lm_memorises_a_tiny_corpus(one_thread):
             labels[0, 0] = words[0, 0]
         return masked_lm_loss(m(inputs, lens), labels)
 
-    train_language_model(model, step_loss, 300, lr=3e-3, warmup=10, progress=False)
+    train_language_model(model, step_loss, max_steps=300, lr=3e-3, warmup=10, progress=False)
     with torch.no_grad():
         for row, n in zip(words, lens.tolist()):
             for i in range(n):
@@ -402,8 +402,8 @@ def test_masked_lm_memorises_a_tiny_corpus(one_thread):
 
 
 def test_train_language_model_bad_steps():
-    with pytest.raises(ValueError, match="num_steps"):
-        train_language_model(small_lm(), lambda m, s: None, 0)
+    with pytest.raises(ValueError, match="max_steps"):
+        train_language_model(small_lm(), lambda m, s: None, max_steps=0)
 
 
 # --- every device ----------------------------------------------------------------------------------------------------

@@ -159,3 +159,27 @@ def test_setup_tool_writes_and_checks(tmp_path):
     assert notebook_setup.repository_url() in _text(cell)
     assert _load(path)["cells"][0]["cell_type"] == "markdown"  # inserted after the title
     assert notebook_setup.write([path]) == []  # idempotent
+
+
+TRAINERS = re.compile(r"\b(budget|fit|train_seq2seq|train_classifier|train_language_model|train_and_score|"
+                      r"compare_translators)\(")
+
+
+def _output_text(cell: dict) -> str:
+    parts = []
+    for out in cell.get("outputs", []):
+        text = out.get("text", "")
+        parts.append("".join(text) if isinstance(text, list) else text)
+    return "".join(parts)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_stored_outputs_are_at_the_book_budget(path):
+    """The book shows book-budget results: no stored output comes from a quick run, and a notebook that
+    trains says, in its stored outputs, that it ran at the book budget (the training loop prints it)."""
+    code = [c for c in _load(path)["cells"] if c["cell_type"] == "code"]
+    printed = "\n".join(_output_text(c) for c in code)
+    assert "quick budget" not in printed and "ATTN_UTILS_QUICK=1" not in printed, (
+        "stored outputs come from a quick-budget run; re-execute with `make execute NB=...`")
+    if any(TRAINERS.search(_text(c)) for c in code):
+        assert "(book budget)" in printed, "a notebook that trains prints the budget it ran with"

@@ -12,8 +12,6 @@ from torch.nn import functional as F
 from attn_utils.data import load_translation_data
 from attn_utils.seq2seq import make_seq2seq
 from attn_utils.train import (
-    History,
-    learning_rate_factor,
     load_checkpoint,
     plot_history,
     save_checkpoint,
@@ -21,6 +19,7 @@ from attn_utils.train import (
     train_seq2seq,
     trim_batch,
 )
+from attn_utils.training_loop import History
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -66,14 +65,6 @@ def test_model_loss_ignores_padded_decoder_inputs():
     torch.testing.assert_close(sequence_loss(model(src, dec_in, valid), labels), loss)
 
 
-def test_learning_rate_schedule():
-    assert learning_rate_factor(0, 100, 0.0) == pytest.approx(0.01)
-    assert learning_rate_factor(99, 100, 0.0) == pytest.approx(1.0)
-    assert learning_rate_factor(500, 100, 0.25) == pytest.approx(0.75)
-    assert learning_rate_factor(900, 100, 1.0) == 0.0
-    assert learning_rate_factor(0, 0, 0.5) == pytest.approx(0.5)
-
-
 def test_trim_batch_drops_padding_columns():
     src = torch.tensor([[4, 5, 2, 0, 0], [6, 2, 0, 0, 0]])
     dec = torch.tensor([[1, 7, 8, 0, 0], [1, 9, 0, 0, 0]])
@@ -89,11 +80,11 @@ def test_short_training_run_lowers_the_loss(grammar):
                             progress=False)
     assert history.steps == list(range(1, 41)) and len(history.loss) == 40
     assert sum(history.loss[-5:]) / 5 < sum(history.loss[:5]) / 5 - 0.5
-    assert [s for s, _ in history.val_bleu] == [20, 40]
-    assert all(0.0 <= b <= 100.0 for _, b in history.val_bleu)
+    assert history.eval_steps == [20, 40]
+    assert all(0.0 <= b <= 100.0 for b in history.evals["val_bleu"])
     # Warm-up to step 5, on a line falling to 0 at step 40: min(5 / 5, 1 - 4 / 40) at step 5.
     assert history.lr[4] == pytest.approx(1e-2 * 0.9) and history.lr[-1] == pytest.approx(1e-2 / 40)
-    assert history.target_tokens > 0 and history.tokens_per_second > 0
+    assert sum(history.metrics["tokens"]) > 0 and history.tokens_per_second > 0
     assert "40 steps" in history.summary()
     assert len(plot_history(history).axes) == 2
 
@@ -101,7 +92,7 @@ def test_short_training_run_lowers_the_loss(grammar):
 def test_time_budget_stops_training(grammar):
     model = make_seq2seq(len(grammar.src_vocab), len(grammar.tgt_vocab), 8, 8, 1)
     history = train_seq2seq(model, grammar, time_budget=0.3, batch_size=8, eval_points=0, progress=False)
-    assert 0.3 <= history.train_seconds < 1.0 and history.val_bleu == []
+    assert 0.3 <= history.train_seconds < 1.0 and history.evals == {}
 
 
 def test_bad_budgets_raise_value_errors(grammar):
@@ -117,8 +108,8 @@ def test_bad_budgets_raise_value_errors(grammar):
 def test_checkpoint_round_trip(tmp_path, grammar):
     torch.manual_seed(0)
     model = make_seq2seq(len(grammar.src_vocab), len(grammar.tgt_vocab), 8, 16, 2)
-    history = History(steps=[1, 2], loss=[3.0, 2.5], lr=[1e-3, 2e-3], seconds=[0.1, 0.2], val_bleu=[(2, 1.5)],
-                      target_tokens=10, train_seconds=0.2)
+    history = History(steps=[1, 2], loss=[3.0, 2.5], lr=[1e-3, 2e-3], seconds=[0.1, 0.2], metrics={"tokens": [4, 6]},
+                      eval_steps=[2], evals={"val_bleu": [1.5]}, train_seconds=0.2)
     path = tmp_path / "model.pt"
     save_checkpoint(path, model, history, extra={"note": "test"})
     raw = torch.load(path, weights_only=True)  # plain tensors and a JSON string only
@@ -127,7 +118,7 @@ def test_checkpoint_round_trip(tmp_path, grammar):
     src, dec = torch.randint(4, 10, (3, 5)), torch.randint(4, 10, (3, 4))
     model.eval()
     assert torch.equal(restored(src, dec, torch.tensor([5, 3, 1])), model(src, dec, torch.tensor([5, 3, 1])))
-    assert record["history"].val_bleu == [(2, 1.5)] and record["extra"] == {"note": "test"}
+    assert record["history"] == history and record["extra"] == {"note": "test"}
     other = make_seq2seq(len(grammar.src_vocab), len(grammar.tgt_vocab), 8, 16, 2)
     same, _ = load_checkpoint(path, other)  # or loaded into a model you built
     assert same is other and torch.equal(other(src, dec), model(src, dec))

@@ -1,0 +1,216 @@
+"""The one training loop of the course, and the record it keeps.
+
+Every trainer (``train_seq2seq`` for the translators, ``train_classifier`` for chapter 7,
+``train_language_model`` for chapter 11, ``train_nw`` for chapter 2) is ``fit`` with a function
+that computes one batch's loss. ``fit`` owns what they share: the budget (``max_steps`` steps
+and/or ``time_budget`` seconds of training, whichever ends first), the optimiser, the learning-rate
+schedule (linear warm-up over ``warmup`` steps, then linear decay to 0 at the end of the budget,
+or constant), gradient clipping at norm ``clip``, a progress bar, evaluations at a few points, a
+check that the loss stays finite, and a ``History``.
+
+A step budget gives the same model on every machine; a time budget the best model a machine can
+train in that time. Time spent in evaluations does not count towards the budget.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from .budgets import budget_name
+
+SCHEDULES = ("linear", "constant")
+OPTIMIZERS = ("adam", "sgd")
+
+
+def learning_rate_factor(step: int, warmup: int, progress: float, schedule: str = "linear") -> float:
+    """The multiplier of the base learning rate at ``step`` (counted from 0).
+
+    Linear warm-up over ``warmup`` steps; then, for ``schedule="linear"``, linear decay to 0 as
+    ``progress`` (the used fraction of the budget) goes 0 → 1, or, for ``"constant"``, 1.
+    """
+    rise = (step + 1) / warmup if warmup > 0 else 1.0
+    if schedule == "constant":
+        return min(rise, 1.0)
+    return max(0.0, min(rise, 1.0 - progress))
+
+
+@dataclass
+class History:
+    """What happened during training.
+
+    Per step: ``steps`` (1, 2, ...), the recorded ``loss``, the learning rate ``lr``, ``seconds`` of
+    training when the step ended, and in ``metrics`` any other per-step value a trainer records
+    (e.g. ``"accuracy"``, ``"tokens"``). At each evaluation: the step in ``eval_steps`` and the values
+    in ``evals`` (e.g. ``evals["val_bleu"]``). ``train_seconds`` excludes the evaluations.
+    """
+
+    steps: list[int] = field(default_factory=list)
+    loss: list[float] = field(default_factory=list)
+    lr: list[float] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)
+    metrics: dict[str, list[float]] = field(default_factory=dict)
+    eval_steps: list[int] = field(default_factory=list)
+    evals: dict[str, list[float]] = field(default_factory=dict)
+    train_seconds: float = 0.0
+
+    def curve(self, name: str) -> tuple[list[int], list[float]]:
+        """``(steps, values)`` of an evaluated quantity (``evals``) or a per-step one (``metrics``)."""
+        if name in self.evals:
+            return self.eval_steps, self.evals[name]
+        if name in self.metrics:
+            return self.steps, self.metrics[name]
+        raise ValueError(f"no {name!r} in this history; it has {sorted(self.evals) + sorted(self.metrics)}")
+
+    def last(self, name: str) -> float | None:
+        """The latest value of ``name`` (``None`` if it was never recorded)."""
+        values = self.evals.get(name) or self.metrics.get(name)
+        return values[-1] if values else None
+
+    @property
+    def tokens_per_second(self) -> float:
+        """Throughput when the trainer records ``metrics["tokens"]``: tokens per second of training."""
+        tokens = sum(self.metrics.get("tokens", []))
+        return tokens / self.train_seconds if self.train_seconds > 0 else 0.0
+
+    def summary(self) -> str:
+        if not self.steps:
+            return "no steps"
+        text = f"{len(self.steps)} steps in {self.train_seconds:.0f} s"
+        if "tokens" in self.metrics:
+            text += f", {self.tokens_per_second:,.0f} target tokens/s"
+        text += f"; final loss {self.loss[-1]:.3f}"
+        for name, values in self.evals.items():
+            text += f"; {name.replace('_', ' ')} {values[-1]:.3g}"
+        return text
+
+    def to_dict(self) -> dict:
+        return {"steps": self.steps, "loss": self.loss, "lr": self.lr, "seconds": self.seconds,
+                "metrics": self.metrics, "eval_steps": self.eval_steps, "evals": self.evals,
+                "train_seconds": self.train_seconds}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> History:
+        return cls(**{k: d[k] for k in ("steps", "loss", "lr", "seconds", "metrics", "eval_steps", "evals",
+                                        "train_seconds")})
+
+
+def describe_budget(max_steps: int | None, time_budget: float | None) -> str:
+    """E.g. ``'300 steps (book budget)'`` or ``'300 steps or 180 s, whichever ends first (book budget)'``."""
+    parts = ([f"{max_steps:,} steps"] if max_steps is not None else []) + (
+        [f"{time_budget:g} s"] if time_budget is not None else [])
+    both = ", whichever ends first" if len(parts) == 2 else ""
+    return f"{' or '.join(parts)}{both} ({budget_name()})"
+
+
+def _check_budget(max_steps, time_budget) -> None:
+    if max_steps is None and time_budget is None:
+        raise ValueError("give a budget: max_steps (an int > 0) and/or time_budget (seconds > 0); got neither")
+    if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
+        raise ValueError(f"max_steps must be a positive int, got {max_steps!r}")
+    if time_budget is not None and not (isinstance(time_budget, (int, float)) and time_budget > 0):
+        raise ValueError(f"time_budget must be a positive number of seconds, got {time_budget!r}")
+
+
+def _optimizer(model: nn.Module, name: str, lr: float, betas, weight_decay: float) -> torch.optim.Optimizer:
+    if name == "adam":
+        return torch.optim.Adam(model.parameters(), lr=lr, betas=tuple(betas), weight_decay=weight_decay)
+    if name == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=lr, weight_decay=weight_decay)
+    raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {name!r}")
+
+
+def _split(result) -> tuple[torch.Tensor, dict]:
+    """A step's result: a loss tensor, or ``(objective, {name: value})`` whose ``"loss"`` is recorded instead."""
+    if isinstance(result, torch.Tensor):
+        return result, {}
+    if isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], torch.Tensor) \
+            and isinstance(result[1], dict):
+        return result
+    raise ValueError("step_loss must return a loss tensor or (loss tensor, dict of values), "
+                     f"got {type(result).__name__}")
+
+
+def fit(model: nn.Module, step_loss: Callable[[nn.Module, int], object], *, max_steps: int | None = None,
+        time_budget: float | None = None, lr: float = 1e-3, warmup: int = 0, schedule: str = "linear",
+        clip: float | None = 1.0, optimizer: str = "adam", betas=(0.9, 0.999), weight_decay: float = 0.0,
+        evaluate: Callable[[nn.Module], dict] | None = None, eval_points: int = 0, eval_every: int | None = None,
+        progress: bool = True, desc: str = "training") -> History:
+    """Train ``model`` by minimising ``step_loss(model, step)`` (step = 0, 1, ...); return the ``History``.
+
+    ``step_loss`` returns the batch's loss, or ``(objective, values)``: the objective is minimised
+    and ``values`` (floats) are recorded per step, ``values["loss"]`` as the step's loss (e.g. the
+    cross-entropy of a model trained with another objective). ``evaluate(model) -> {name: value}``
+    runs ``eval_points`` times evenly over the budget, or every ``eval_every`` steps, and always
+    at the end when either is set; the model is back in training mode after it and in evaluation
+    mode when ``fit`` returns. With ``progress``, prints the budget and shows a progress bar.
+    """
+    _check_budget(max_steps, time_budget)
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+    if eval_every is not None and (not isinstance(eval_every, int) or eval_every < 1):
+        raise ValueError(f"eval_every must be a positive int or None, got {eval_every!r}")
+    if (eval_points or eval_every) and evaluate is None:
+        raise ValueError("eval_points/eval_every need an evaluate function")
+    opt = _optimizer(model, optimizer, lr, betas, weight_decay)
+    history = History()
+    next_eval = [k / eval_points for k in range(1, eval_points + 1)] if eval_points else []
+    if progress:
+        print(f"{desc}: {describe_budget(max_steps, time_budget)}")
+    total = max_steps if max_steps is not None else float(time_budget)
+    bar = tqdm(total=total, desc=desc, unit="step" if max_steps is not None else "s", disable=not progress,
+               mininterval=1.0)
+
+    def used() -> float:  # the fraction of the budget used so far
+        return max(step / max_steps if max_steps else 0.0, elapsed / time_budget if time_budget else 0.0)
+
+    elapsed, step = 0.0, 0
+    model.train()
+    while used() < 1.0:
+        start = time.perf_counter()
+        factor = learning_rate_factor(step, warmup, used(), schedule)
+        for group in opt.param_groups:
+            group["lr"] = lr * factor
+        objective, values = _split(step_loss(model, step))
+        objective_value = objective.item()  # waits for the device, so the timing is real
+        if not math.isfinite(objective_value):  # stop before a non-finite gradient reaches the weights
+            raise FloatingPointError(f"the loss became {objective_value} at step {step}; try a smaller lr (got {lr})")
+        opt.zero_grad(set_to_none=True)
+        objective.backward()
+        if clip:
+            nn.utils.clip_grad_norm_(model.parameters(), clip)
+        opt.step()
+        recorded = values.pop("loss", objective_value)
+        loss_value = float(recorded)
+        elapsed += time.perf_counter() - start
+        step += 1
+        history.steps.append(step)
+        history.loss.append(loss_value)
+        history.lr.append(lr * factor)
+        history.seconds.append(elapsed)
+        for name, value in values.items():
+            history.metrics.setdefault(name, []).append(float(value))
+        bar.update(1 if max_steps is not None else min(elapsed, total) - bar.n)
+        bar.set_postfix(loss=f"{loss_value:.3f}", refresh=False)
+        done = used()
+        due = bool(next_eval) and done >= next_eval[0]
+        while next_eval and done >= next_eval[0]:
+            next_eval.pop(0)
+        if evaluate is not None and (due or (eval_every and step % eval_every == 0)
+                                     or ((eval_points or eval_every) and done >= 1.0)):
+            history.eval_steps.append(step)
+            for name, value in evaluate(model).items():
+                history.evals.setdefault(name, []).append(float(value))
+            bar.set_postfix(loss=f"{loss_value:.3f}", **{k: f"{v[-1]:.3g}" for k, v in history.evals.items()},
+                            refresh=False)
+            model.train()
+    bar.close()
+    history.train_seconds = elapsed
+    model.eval()
+    return history

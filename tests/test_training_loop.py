@@ -1,0 +1,167 @@
+"""The one training loop (``attn_utils.fit``) and the budget switch (``attn_utils.budget``)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from attn_utils.budgets import QUICK_ENV_VAR, budget, budget_name, quick_mode
+from attn_utils.training_loop import History, describe_budget, fit, learning_rate_factor
+
+# --- the budget switch ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value, quick", [("1", True), ("true", True), (" YES ", True), ("0", False), ("", False),
+                                          ("off", False)])
+def test_quick_mode_reads_the_environment(monkeypatch, value, quick):
+    monkeypatch.setenv(QUICK_ENV_VAR, value)
+    assert quick_mode() is quick
+    assert budget(book=300, quick=4) == (4 if quick else 300)
+    assert budget(book={"max_steps": 300}, quick={"max_steps": 4}) == {"max_steps": 4 if quick else 300}
+    assert budget_name() == ("quick budget (ATTN_UTILS_QUICK=1)" if quick else "book budget")
+
+
+def test_book_budget_when_the_variable_is_unset(monkeypatch):
+    monkeypatch.delenv(QUICK_ENV_VAR, raising=False)
+    assert not quick_mode() and budget(book=1200, quick=3.5) == 1200
+
+
+def test_bad_budget_settings_are_value_errors(monkeypatch):
+    monkeypatch.setenv(QUICK_ENV_VAR, "maybe")
+    with pytest.raises(ValueError, match="ATTN_UTILS_QUICK must be 1 .* got 'maybe'"):
+        quick_mode()
+    monkeypatch.setenv(QUICK_ENV_VAR, "1")
+    with pytest.raises(ValueError, match="same type, got dict and int"):
+        budget(book={"max_steps": 300}, quick=4)
+
+
+def test_describe_budget(monkeypatch):
+    monkeypatch.delenv(QUICK_ENV_VAR, raising=False)
+    assert describe_budget(1200, None) == "1,200 steps (book budget)"
+    assert describe_budget(None, 180) == "180 s (book budget)"
+    monkeypatch.setenv(QUICK_ENV_VAR, "1")
+    assert describe_budget(300, 60.5) == "300 steps or 60.5 s, whichever ends first (quick budget (ATTN_UTILS_QUICK=1))"
+
+
+# --- the learning-rate schedule ------------------------------------------------------------------
+
+
+def test_learning_rate_schedule():
+    assert learning_rate_factor(0, 100, 0.0) == pytest.approx(0.01)
+    assert learning_rate_factor(99, 100, 0.0) == pytest.approx(1.0)
+    assert learning_rate_factor(500, 100, 0.25) == pytest.approx(0.75)
+    assert learning_rate_factor(900, 100, 1.0) == 0.0
+    assert learning_rate_factor(0, 0, 0.5) == pytest.approx(0.5)
+    assert learning_rate_factor(1, 4, 0.9, "constant") == pytest.approx(0.5)  # warm-up, then flat
+    assert learning_rate_factor(10, 4, 0.9, "constant") == 1.0
+
+
+# --- the loop ------------------------------------------------------------------------------------
+
+
+class _Scalar(nn.Module):
+    def __init__(self, w: float):
+        super().__init__()
+        self.w = nn.Parameter(torch.tensor(w, dtype=torch.float64))
+
+
+def test_sgd_steps_equal_the_update_by_hand():
+    """Minimise (w - 3)^2 with SGD, lr 0.1, warm-up 2, linear decay over 4 steps: each update by hand."""
+    model = _Scalar(0.0)
+    history = fit(model, lambda m, step: (m.w - 3.0) ** 2, max_steps=4, lr=0.1, warmup=2, optimizer="sgd",
+                  clip=None, progress=False)
+    w, losses, rates = 0.0, [], []
+    for step in range(4):
+        factor = min((step + 1) / 2, 1 - step / 4)  # 0.5, 0.75, 0.5, 0.25
+        losses.append((w - 3.0) ** 2)
+        rates.append(0.1 * factor)
+        w -= 0.1 * factor * 2 * (w - 3.0)
+    assert history.steps == [1, 2, 3, 4]
+    assert history.lr == pytest.approx(rates) and rates == pytest.approx([0.05, 0.075, 0.05, 0.025])
+    assert history.loss == pytest.approx(losses)
+    assert model.w.item() == pytest.approx(w)
+    assert len(history.seconds) == 4 and history.train_seconds == history.seconds[-1] > 0
+    assert not model.training
+
+
+def test_clipping_bounds_the_update():
+    model = _Scalar(0.0)  # gradient of (w - 100)^2 at 0 is -200; clipped to norm 1
+    fit(model, lambda m, step: (m.w - 100.0) ** 2, max_steps=1, lr=0.5, optimizer="sgd", schedule="constant",
+        clip=1.0, progress=False)
+    assert model.w.item() == pytest.approx(0.5)
+
+
+def test_recorded_values_and_evaluations():
+    model = _Scalar(1.0)
+    seen = []
+
+    def step_loss(m, step):
+        seen.append(step)
+        return 2 * m.w ** 2, {"loss": m.w.detach() ** 2, "tokens": 3}
+
+    def evaluate(m):
+        assert not m.training  # evaluate may switch modes; fit puts the model back in training mode
+        return {"val": float(m.w.detach())}
+
+    def evaluate_in_eval_mode(m):
+        m.eval()
+        return evaluate(m)
+
+    history = fit(model, step_loss, max_steps=10, lr=0.01, optimizer="sgd", evaluate=evaluate_in_eval_mode,
+                  eval_every=4, progress=False)
+    assert seen == list(range(10))
+    assert history.eval_steps == [4, 8, 10]  # every 4 steps, and at the end
+    assert history.curve("val") == (history.eval_steps, history.evals["val"])
+    assert history.metrics["tokens"] == [3.0] * 10 and history.tokens_per_second > 0
+    assert history.loss[0] == pytest.approx(1.0)  # the recorded loss, not the objective 2 w^2
+    assert history.last("val") == history.evals["val"][-1]
+    points = fit(_Scalar(1.0), lambda m, s: m.w ** 2, max_steps=9, lr=0.01, evaluate=lambda m: {"v": 0.0},
+                 eval_points=3, progress=False)
+    assert points.eval_steps == [3, 6, 9]
+    with pytest.raises(ValueError, match="no 'bleu' in this history; it has \\['v'\\]"):
+        points.curve("bleu")
+
+
+def test_history_round_trips_through_a_dict():
+    history = fit(_Scalar(1.0), lambda m, s: (m.w ** 2, {"tokens": 2}), max_steps=3, lr=0.1,
+                  evaluate=lambda m: {"v": 1.0}, eval_points=1, progress=False)
+    assert History.from_dict(history.to_dict()) == history
+    assert "3 steps" in history.summary() and "target tokens/s" in history.summary()
+
+
+def test_time_budget_stops_training():
+    history = fit(_Scalar(1.0), lambda m, s: m.w ** 2, time_budget=0.05, lr=1e-3, progress=False)
+    assert 0.05 <= history.train_seconds < 0.5 and len(history.steps) > 1
+
+
+def test_fit_prints_the_budget(capsys, monkeypatch):
+    monkeypatch.delenv(QUICK_ENV_VAR, raising=False)
+    fit(_Scalar(1.0), lambda m, s: m.w ** 2, max_steps=2, lr=0.1, desc="toy")
+    assert capsys.readouterr().out.splitlines()[0] == "toy: 2 steps (book budget)"
+
+
+def test_a_non_finite_loss_stops_before_the_weights_change():
+    model = _Scalar(1.0)
+    with pytest.raises(FloatingPointError, match="the loss became nan at step 0; try a smaller lr"):
+        fit(model, lambda m, s: m.w * float("nan"), max_steps=3, lr=0.1, progress=False)
+    assert model.w.item() == 1.0
+
+
+def test_bad_arguments_are_value_errors():
+    model = _Scalar(1.0)
+
+    def loss(m, s):
+        return m.w ** 2
+
+    for kwargs, message in [({}, "give a budget"), ({"max_steps": 0}, "max_steps must be a positive int, got 0"),
+                            ({"max_steps": 2.5}, "max_steps must be a positive int"),
+                            ({"time_budget": -1}, "time_budget must be a positive number"),
+                            ({"max_steps": 2, "schedule": "cosine"}, "schedule must be one of"),
+                            ({"max_steps": 2, "optimizer": "lbfgs"}, "optimizer must be one of"),
+                            ({"max_steps": 2, "eval_points": 2}, "need an evaluate function"),
+                            ({"max_steps": 2, "eval_every": 0, "evaluate": lambda m: {}}, "eval_every must be")]:
+        with pytest.raises(ValueError, match=message):
+            fit(model, loss, progress=False, **kwargs)
+    with pytest.raises(ValueError, match="step_loss must return a loss tensor .* got float"):
+        fit(model, lambda m, s: 1.0, max_steps=1, progress=False)
