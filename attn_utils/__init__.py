@@ -1,290 +1,205 @@
 """attn_utils: the tested building blocks of the course "Attention, from cues to Transformers".
 
-Names and signatures follow d2l.ai where d2l has the same thing.
+Names and signatures follow d2l.ai where d2l has the same thing. The top level holds the names the
+chapters, the benchmarks and the README use; everything else is imported from its module
+(``from attn_utils.masking import lengths_to_mask``). Which module serves which chapter:
+
+=======================================  ===========================================  ==========================
+chapter                                  modules                                      exercise checkers
+=======================================  ===========================================  ==========================
+1   Attention cues                       ``lookup``                                   ``exercises.ch01``
+2   Attention pooling: Nadaraya–Watson   ``kernel_regression``                        ``exercises.ch02``
+3   Scoring functions                    ``scoring``, ``attention``                   ``exercises.ch03``
+4   Encoder–decoder without attention    ``seq2seq``, ``decoding``, ``evaluate``,     ``exercises.ch04``
+                                         ``metrics``, ``train``
+5   Bahdanau attention                   ``bahdanau``                                 ``exercises.ch05``
+6   Luong attention                      ``luong``, ``registry``, ``compare``         ``exercises.ch06``
+7   Attention beyond translation         ``classify``, ``pooling``, ``packed``         (one per section:)
+7a  Soft and hard attention              ``glimpse``, ``data.digits``                 ``exercises.ch07_images``
+7b  Relation classification              ``relation``, ``data.relations``,            ``exercises.ch07_relations``
+                                         ``data.semeval``
+7c  Hierarchical attention               ``han``, ``data.reviews``                    ``exercises.ch07_documents``
+8   Self-attention, positions            ``positional``, ``masking.causal_mask``      ``exercises.ch08``
+9   Multi-head attention                 ``multihead``                                ``exercises.ch09``
+10  The Transformer                      ``transformer``                              ``exercises.ch10``
+11  Attention today                      (its two sections:)
+11a GPT- and BERT-style models           ``language_models``, ``sampling``            ``exercises.ch11_models``
+11b Making attention fast                ``online_softmax``, ``fast_attention``       ``exercises.ch11_fast``
+shared: device and seed                  ``device``
+shared: masks, argument checks           ``masking``, ``checks``
+shared: budgets, the training loop       ``budgets``, ``training_loop``
+shared: translation data (chapters       ``data.loader``, ``data.tatoeba``,
+4–6, 10, 11a)                            ``data.text``, ``data.vocab``,
+                                         ``data.batching``, ``data.splits``,
+                                         ``data.cache``, ``data.paths``,
+                                         ``data.grammar``, ``data.dates``,
+                                         ``data.bundled``, ``data.generate``
+shared: figures, widgets, measurements   ``plot``, ``widgets``, ``measure``
+shared: exercise checking                                                             ``exercises.core``
+=======================================  ===========================================  ==========================
 """
 
-from .attention import (
-    AdditiveAttention,
-    AttentionPooling,
-    ConcatAttention,
-    CosineAttention,
-    DotProductAttention,
-    GeneralAttention,
-    LocationAttention,
-    fused_dot_product_attention,
-)
-from .bahdanau import BahdanauDecoder, make_bahdanau
-from .classify import ClassifierHistory, accuracy, evidence_hit_rate, predict, train_classifier
-from .compare import TRANSLATORS, build_translator, compare_translators, format_table, train_and_score
-from .data import DATA_ENV_VAR, BucketBatchSampler, TranslationData, Vocab, load_translation_data
-from .decoding import Decoded, beam_search, greedy_decode
-from .device import DEVICE_ENV_VAR, available_devices, get_device, set_seed, try_gpu
-from .evaluate import (
-    Translation,
-    alignment_error,
-    bleu_by_length,
-    evaluate_bleu,
-    forced_attention,
-    translate,
-    translate_split,
-)
-from .fast_attention import FlashAttentionFunction, tiled_attention
-from .glimpse import (
-    GlimpseClassifier,
-    count_flops,
-    digit_split,
-    exact_scorer_gradient,
-    make_digit_canvases,
-    reinforce_surrogate,
-    scorer_gradient_samples,
-    show_glimpses,
-    soft_context,
-)
-from .han import (
-    FlatDocumentClassifier,
-    HierarchicalAttentionNetwork,
-    display_weights,
-    documents_to_tensors,
-    make_review_data,
-    make_reviews,
-    review_label,
-)
-from .kernel_regression import (
-    KERNELS,
-    NWKernelRegression,
-    bias_variance,
-    error_vs_n,
-    kernel,
-    leave_one_out_mask,
-    make_data,
-    nadaraya_watson,
-    train_nw,
-    true_function,
-)
-from .language_models import (
-    IGNORE_INDEX,
-    CausalLanguageModel,
-    MaskedLanguageModel,
-    bert_mask,
-    causal_lm_loss,
-    mask_tokens,
-    masked_lm_loss,
-    train_language_model,
-)
-from .lookup import hard_lookup, lookup_scores, soft_lookup
-from .luong import LuongDecoder, local_attention_weights, make_luong
-from .masking import lengths_to_mask, make_mask, masked_softmax, sequence_mask
-from .measure import (
-    attention_memory,
-    environment,
-    interleaved_medians,
-    loglog_slope,
-    peak_memory_bytes,
-    saved_tensor_bytes,
-)
-from .metrics import alignment_error_rate, attention_aer, attention_alignment, bleu, corpus_bleu
-from .multihead import MultiHeadAttention, merge_heads, split_heads, transpose_output, transpose_qkv
-from .online_softmax import merge_attention_blocks, online_softmax
-from .plot import show_heatmaps, show_text_weights
-from .pooling import AttentivePooling
-from .positional import LearnedPositionalEncoding, PositionalEncoding, relative_shift_matrix, sinusoidal_encoding
-from .relation import (
-    SEMEVAL_ENV_VAR,
-    AttentionBiLSTM,
-    RelationCorpus,
-    RelationExample,
-    RelationTensors,
-    last_states,
-    load_semeval,
-    load_semeval_splits,
-    make_relation_corpus,
-    relation_tensors,
-    relation_type,
-    relation_vocab,
-    semeval_macro_f1,
-    sum_directions,
-)
-from .sampling import generate, kv_cache_bytes, sample_from, sampling_probs, time_generation, top_k_filter
-from .scoring import additive_score, concat_score, cosine_score, dot_score, general_score, location_score
-from .seq2seq import Decoder, Encoder, EncoderDecoder, Seq2SeqDecoder, Seq2SeqEncoder, build_model, make_seq2seq
-from .train import History, load_checkpoint, plot_history, save_checkpoint, sequence_loss, train_seq2seq
-from .transformer import (
-    AddNorm,
-    PositionWiseFFN,
-    TransformerDecoder,
-    TransformerDecoderBlock,
-    TransformerEncoder,
-    TransformerEncoderBlock,
-    causal_mask,
-    greedy_decode_uncached,
-    make_transformer,
-    transformer_attention,
-)
-from .widgets import attention_grid, transformer_attention_explorer
+# Shared: device and seed, budgets and the training loop, figures, measurements
+from .budgets import budget as budget
+from .device import get_device as get_device
+from .device import set_seed as set_seed
+from .measure import environment as environment
+from .plot import show_heatmaps as show_heatmaps
+from .plot import show_text_weights as show_text_weights
+from .training_loop import fit as fit
+
+# isort: split
+# Chapter 1: attention cues, soft and hard lookup
+from .lookup import hard_lookup as hard_lookup
+from .lookup import soft_lookup as soft_lookup
+
+# isort: split
+# Chapter 2: Nadaraya–Watson kernel regression
+from .kernel_regression import KERNELS as KERNELS
+from .kernel_regression import NWKernelRegression as NWKernelRegression
+from .kernel_regression import bias_variance as bias_variance
+from .kernel_regression import error_vs_n as error_vs_n
+from .kernel_regression import kernel as kernel
+from .kernel_regression import leave_one_out_mask as leave_one_out_mask
+from .kernel_regression import make_data as make_data
+from .kernel_regression import nadaraya_watson as nadaraya_watson
+from .kernel_regression import train_nw as train_nw
+from .kernel_regression import true_function as true_function
+
+# isort: split
+# Chapter 3: the masked softmax, scoring functions and the layers built on them
+from .attention import AdditiveAttention as AdditiveAttention
+from .attention import ConcatAttention as ConcatAttention
+from .attention import CosineAttention as CosineAttention
+from .attention import DotProductAttention as DotProductAttention
+from .attention import GeneralAttention as GeneralAttention
+from .attention import LocationAttention as LocationAttention
+from .attention import fused_dot_product_attention as fused_dot_product_attention
+from .masking import make_mask as make_mask
+from .masking import masked_softmax as masked_softmax
+from .scoring import cosine_score as cosine_score
+
+# isort: split
+# Chapter 4: translation data, the encoder-decoder, decoding, BLEU, training and checkpoints
+from .data import Vocab as Vocab
+from .data import load_translation_data as load_translation_data
+from .decoding import beam_search as beam_search
+from .decoding import greedy_decode as greedy_decode
+from .evaluate import bleu_by_length as bleu_by_length
+from .evaluate import evaluate_bleu as evaluate_bleu
+from .evaluate import translate as translate
+from .evaluate import translate_split as translate_split
+from .metrics import corpus_bleu as corpus_bleu
+from .seq2seq import EncoderDecoder as EncoderDecoder
+from .seq2seq import Seq2SeqDecoder as Seq2SeqDecoder
+from .seq2seq import Seq2SeqEncoder as Seq2SeqEncoder
+from .seq2seq import make_seq2seq as make_seq2seq
+from .train import load_checkpoint as load_checkpoint
+from .train import plot_history as plot_history
+from .train import save_checkpoint as save_checkpoint
+from .train import sequence_loss as sequence_loss
+from .train import train_seq2seq as train_seq2seq
+
+# isort: split
+# Chapter 5: Bahdanau attention, and attention scored against gold alignments
+from .bahdanau import BahdanauDecoder as BahdanauDecoder
+from .bahdanau import make_bahdanau as make_bahdanau
+from .evaluate import alignment_error as alignment_error
+from .evaluate import forced_attention as forced_attention
+from .metrics import attention_aer as attention_aer
+
+# isort: split
+# Chapter 6: Luong attention, and the comparison of every translator
+from .compare import compare_translators as compare_translators
+from .compare import format_table as format_table
+from .compare import train_and_score as train_and_score
+from .luong import LuongDecoder as LuongDecoder
+from .luong import local_attention_weights as local_attention_weights
+from .luong import make_luong as make_luong
+from .registry import TRANSLATORS as TRANSLATORS
+
+# isort: split
+# Chapter 7: classifiers trained with attention (all three sections)
+from .classify import accuracy as accuracy
+from .classify import evidence_hit_rate as evidence_hit_rate
+from .classify import predict as predict
+from .classify import train_classifier as train_classifier
+from .pooling import LearnedQueryPooling as LearnedQueryPooling
+
+# isort: split
+# Chapter 7a: soft and hard attention over images
+from .data.digits import digit_split as digit_split
+from .data.digits import make_digit_canvases as make_digit_canvases
+from .glimpse import GlimpseClassifier as GlimpseClassifier
+from .glimpse import count_flops as count_flops
+from .glimpse import exact_scorer_gradient as exact_scorer_gradient
+from .glimpse import reinforce_surrogate as reinforce_surrogate
+from .glimpse import scorer_gradient_samples as scorer_gradient_samples
+from .glimpse import show_glimpses as show_glimpses
+
+# isort: split
+# Chapter 7b: relation classification
+from .data.relations import make_relation_corpus as make_relation_corpus
+from .data.semeval import SEMEVAL_ENV_VAR as SEMEVAL_ENV_VAR
+from .data.semeval import load_semeval_splits as load_semeval_splits
+from .relation import AttentionBiLSTM as AttentionBiLSTM
+
+# isort: split
+# Chapter 7c: hierarchical attention networks
+from .han import HierarchicalAttentionNetwork as HierarchicalAttentionNetwork
+
+# isort: split
+# Chapter 8: self-attention and positional encoding
+from .masking import causal_mask as causal_mask
+from .positional import LearnedPositionalEncoding as LearnedPositionalEncoding
+from .positional import PositionalEncoding as PositionalEncoding
+from .positional import relative_shift_matrix as relative_shift_matrix
+from .positional import sinusoidal_encoding as sinusoidal_encoding
+
+# isort: split
+# Chapter 9: multi-head attention
+from .multihead import MultiHeadAttention as MultiHeadAttention
+from .multihead import split_heads as split_heads
+from .multihead import transpose_output as transpose_output
+from .multihead import transpose_qkv as transpose_qkv
+
+# isort: split
+# Chapter 10: the Transformer
+from .transformer import AddNorm as AddNorm
+from .transformer import PositionWiseFFN as PositionWiseFFN
+from .transformer import TransformerDecoder as TransformerDecoder
+from .transformer import TransformerDecoderBlock as TransformerDecoderBlock
+from .transformer import TransformerEncoderBlock as TransformerEncoderBlock
+from .transformer import greedy_decode_uncached as greedy_decode_uncached
+from .transformer import make_transformer as make_transformer
+from .transformer import transformer_attention as transformer_attention
+from .widgets import attention_grid as attention_grid
+from .widgets import transformer_attention_explorer as transformer_attention_explorer
+
+# isort: split
+# Chapter 11a: decoder-only and encoder-only models, sampling, the key-value cache
+from .language_models import IGNORE_INDEX as IGNORE_INDEX
+from .language_models import CausalLanguageModel as CausalLanguageModel
+from .language_models import MaskedLanguageModel as MaskedLanguageModel
+from .language_models import bert_mask as bert_mask
+from .language_models import causal_lm_loss as causal_lm_loss
+from .language_models import mask_tokens as mask_tokens
+from .language_models import masked_lm_loss as masked_lm_loss
+from .language_models import train_language_model as train_language_model
+from .sampling import generate as generate
+from .sampling import kv_cache_bytes as kv_cache_bytes
+from .sampling import sampling_probs as sampling_probs
+from .sampling import time_generation as time_generation
+
+# isort: split
+# Chapter 11b: making attention fast
+from .fast_attention import FlashAttentionFunction as FlashAttentionFunction
+from .fast_attention import tiled_attention as tiled_attention
+from .measure import attention_memory as attention_memory
+from .measure import interleaved_medians as interleaved_medians
+from .measure import loglog_slope as loglog_slope
+from .measure import saved_tensor_bytes as saved_tensor_bytes
+from .online_softmax import merge_attention_blocks as merge_attention_blocks
+from .online_softmax import online_softmax as online_softmax
 
 __version__ = "0.1.0"
-
-__all__ = [
-    "AdditiveAttention",
-    "AttentionPooling",
-    "BucketBatchSampler",
-    "ConcatAttention",
-    "CosineAttention",
-    "DATA_ENV_VAR",
-    "DEVICE_ENV_VAR",
-    "DotProductAttention",
-    "GeneralAttention",
-    "KERNELS",
-    "LocationAttention",
-    "NWKernelRegression",
-    "TranslationData",
-    "Vocab",
-    "additive_score",
-    "alignment_error_rate",
-    "attention_aer",
-    "attention_alignment",
-    "available_devices",
-    "bias_variance",
-    "bleu",
-    "concat_score",
-    "corpus_bleu",
-    "cosine_score",
-    "dot_score",
-    "error_vs_n",
-    "fused_dot_product_attention",
-    "general_score",
-    "get_device",
-    "hard_lookup",
-    "kernel",
-    "leave_one_out_mask",
-    "lengths_to_mask",
-    "load_translation_data",
-    "location_score",
-    "lookup_scores",
-    "make_data",
-    "make_mask",
-    "masked_softmax",
-    "nadaraya_watson",
-    "sequence_mask",
-    "set_seed",
-    "show_heatmaps",
-    "show_text_weights",
-    "ClassifierHistory",
-    "accuracy",
-    "evidence_hit_rate",
-    "predict",
-    "train_classifier",
-    "AttentivePooling",
-    "SEMEVAL_ENV_VAR",
-    "AttentionBiLSTM",
-    "RelationCorpus",
-    "RelationExample",
-    "RelationTensors",
-    "last_states",
-    "load_semeval",
-    "load_semeval_splits",
-    "make_relation_corpus",
-    "relation_tensors",
-    "relation_type",
-    "relation_vocab",
-    "semeval_macro_f1",
-    "sum_directions",
-    "FlatDocumentClassifier",
-    "HierarchicalAttentionNetwork",
-    "display_weights",
-    "documents_to_tensors",
-    "make_review_data",
-    "make_reviews",
-    "review_label",
-    "GlimpseClassifier",
-    "count_flops",
-    "digit_split",
-    "exact_scorer_gradient",
-    "make_digit_canvases",
-    "reinforce_surrogate",
-    "scorer_gradient_samples",
-    "show_glimpses",
-    "soft_context",
-    "soft_lookup",
-    "train_nw",
-    "true_function",
-    "try_gpu",
-    "Decoded",
-    "beam_search",
-    "greedy_decode",
-    "Translation",
-    "bleu_by_length",
-    "evaluate_bleu",
-    "translate",
-    "translate_split",
-    "alignment_error",
-    "forced_attention",
-    "Decoder",
-    "Encoder",
-    "EncoderDecoder",
-    "Seq2SeqDecoder",
-    "Seq2SeqEncoder",
-    "build_model",
-    "make_seq2seq",
-    "BahdanauDecoder",
-    "make_bahdanau",
-    "LuongDecoder",
-    "local_attention_weights",
-    "make_luong",
-    "TRANSLATORS",
-    "build_translator",
-    "compare_translators",
-    "format_table",
-    "train_and_score",
-    "History",
-    "load_checkpoint",
-    "plot_history",
-    "save_checkpoint",
-    "sequence_loss",
-    "train_seq2seq",
-    "MultiHeadAttention",
-    "merge_heads",
-    "split_heads",
-    "transpose_output",
-    "transpose_qkv",
-    "LearnedPositionalEncoding",
-    "PositionalEncoding",
-    "relative_shift_matrix",
-    "sinusoidal_encoding",
-    "AddNorm",
-    "PositionWiseFFN",
-    "TransformerDecoder",
-    "TransformerDecoderBlock",
-    "TransformerEncoder",
-    "TransformerEncoderBlock",
-    "causal_mask",
-    "greedy_decode_uncached",
-    "make_transformer",
-    "transformer_attention",
-    "attention_grid",
-    "transformer_attention_explorer",
-    "merge_attention_blocks",
-    "online_softmax",
-    "FlashAttentionFunction",
-    "tiled_attention",
-    "attention_memory",
-    "environment",
-    "interleaved_medians",
-    "loglog_slope",
-    "peak_memory_bytes",
-    "saved_tensor_bytes",
-    "IGNORE_INDEX",
-    "CausalLanguageModel",
-    "MaskedLanguageModel",
-    "bert_mask",
-    "causal_lm_loss",
-    "mask_tokens",
-    "masked_lm_loss",
-    "train_language_model",
-    "generate",
-    "kv_cache_bytes",
-    "sample_from",
-    "sampling_probs",
-    "time_generation",
-    "top_k_filter",
-]

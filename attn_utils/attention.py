@@ -1,6 +1,6 @@
-"""Attention pooling layers: score every key, mask, softmax, and average the values.
+"""Attention layers that score every key, mask, softmax, and average the values.
 
-Every layer shares one base, :class:`AttentionPooling`, whose ``forward(queries, keys, values,
+Every layer shares one base, :class:`ScoredAttention`, whose ``forward(queries, keys, values,
 valid_lens=None)`` computes ``scores = self.score(queries, keys)``, the masked softmax of the
 scores (kept as ``.attention_weights``), dropout on those weights (training mode only), and the
 weighted sum of the values. A layer only says how it scores.
@@ -23,10 +23,10 @@ from torch import nn
 from torch.nn import functional as F
 from torch.nn.modules.lazy import LazyModuleMixin
 
+from .checks import check_attention_inputs
 from .masking import make_mask, masked_softmax
 from .scoring import (
     additive_score,
-    check_queries_keys,
     concat_score,
     cosine_score,
     dot_score,
@@ -35,25 +35,7 @@ from .scoring import (
 )
 
 
-def check_attention_inputs(queries, keys, values, same_size: bool = False, what: str = "this layer") -> None:
-    """Raise ``ValueError`` naming the shapes unless queries, keys and values fit an attention layer."""
-    for name, t in (("queries", queries), ("keys", keys), ("values", values)):
-        if not isinstance(t, torch.Tensor):
-            raise ValueError(f"{name} must be a tensor, got {type(t).__name__}")
-        if t.dim() < 3:
-            raise ValueError(f"{name} must have shape (batch, items, features), got {tuple(t.shape)}")
-    check_queries_keys(queries, keys, same_size=same_size, what=what)
-    if values.shape[:-1] != keys.shape[:-1]:
-        raise ValueError(
-            f"keys and values must come in pairs: keys {tuple(keys.shape)} hold {keys.shape[-2]} items, "
-            f"values {tuple(values.shape)} hold {values.shape[-2]}"
-            + ("" if values.shape[:-2] == keys.shape[:-2] else " (and their batch dimensions differ)")
-        )
-    if values.dtype != queries.dtype:
-        raise ValueError(f"values ({values.dtype}) must have the dtype of queries and keys ({queries.dtype})")
-
-
-class AttentionPooling(nn.Module):
+class ScoredAttention(nn.Module):
     """Base of every layer: ``softmax(score(q, k)) @ values`` with masking and dropout.
 
     Subclasses implement ``score(queries, keys) -> (..., Q, K)``. After a forward pass
@@ -111,7 +93,7 @@ def fused_dot_product_attention(queries, keys, values, valid_lens=None, scale: f
     return output if visible is None else output.masked_fill(~visible, 0.0)  # +0.0, and no gradient
 
 
-class DotProductAttention(AttentionPooling):
+class DotProductAttention(ScoredAttention):
     """Scaled dot-product attention, ``softmax(Q K^T / sqrt(d)) V`` (d2l's signature).
 
     ``scale`` multiplies the dot products (default ``1/sqrt(d)``; ``scale=1.0`` gives Luong's dot).
@@ -165,7 +147,7 @@ class DotProductAttention(AttentionPooling):
         return output
 
 
-class AdditiveAttention(AttentionPooling):
+class AdditiveAttention(ScoredAttention):
     """Additive (Bahdanau) attention, ``w_v^T tanh(W_q q + W_k k)``; d2l's signature and parameter names.
 
     Query and key sizes may differ; ``W_q``, ``W_k`` and ``w_v`` are lazy, sized at the first call.
@@ -181,7 +163,7 @@ class AdditiveAttention(AttentionPooling):
         return additive_score(queries, keys, self.W_q, self.W_k, self.w_v)
 
 
-class GeneralAttention(LazyModuleMixin, AttentionPooling):
+class GeneralAttention(LazyModuleMixin, ScoredAttention):
     """Luong's general (bilinear) attention, ``q^T W_a k``.
 
     ``W_a`` (query_size, key_size) is sized at the first call.
@@ -203,7 +185,7 @@ class GeneralAttention(LazyModuleMixin, AttentionPooling):
         return general_score(queries, keys, self.W_a)
 
 
-class ConcatAttention(AttentionPooling):
+class ConcatAttention(ScoredAttention):
     """Luong's concat attention, ``v_a^T tanh(W_a [q; k])`` (Bahdanau's additive form with one matrix)."""
 
     def __init__(self, num_hiddens: int, dropout: float = 0.0, **kwargs):
@@ -215,7 +197,7 @@ class ConcatAttention(AttentionPooling):
         return concat_score(queries, keys, self.W_a, self.v_a)
 
 
-class CosineAttention(AttentionPooling):
+class CosineAttention(ScoredAttention):
     """Content-based attention of the Neural Turing Machine, ``softmax(beta * cos(q, k))``.
 
     ``beta`` (the key strength) sharpens the weights as it grows; ``learn_beta=True`` makes it a
@@ -232,7 +214,7 @@ class CosineAttention(AttentionPooling):
         return cosine_score(queries, keys, self.beta)
 
 
-class LocationAttention(AttentionPooling):
+class LocationAttention(ScoredAttention):
     """Luong's location-based attention, ``softmax(W_a q)``: weights from the query alone.
 
     ``W_a`` gives one score per key position, up to ``max_keys``; the keys' content is ignored

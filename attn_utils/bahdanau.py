@@ -19,14 +19,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .checks import check_tokens
 from .masking import lengths_to_mask, masked_softmax
 from .scoring import additive_score
 from .seq2seq import (
-    MODEL_BUILDERS,
     Decoder,
     EncoderDecoder,
     Seq2SeqEncoder,
-    _check_tokens,
     init_seq2seq,
     source_lengths,
 )
@@ -82,7 +81,7 @@ class BahdanauDecoder(Decoder):
         return (weights @ annotations).squeeze(1), weights.squeeze(1)
 
     def forward(self, X, state):
-        _check_tokens(X, "the decoder's input X")
+        check_tokens(X, "the decoder's input X")
         annotations, keys, lens, s = state
         embs = self.embedding(X.long())  # (batch, steps, embed)
         contexts, states, weights = [], [], []
@@ -107,6 +106,3 @@ def make_bahdanau(src_vocab_size: int, tgt_vocab_size: int, embed_size: int = 25
     encoder = Seq2SeqEncoder(src_vocab_size, embed_size, num_hiddens, 1, bidirectional=True)
     decoder = BahdanauDecoder(tgt_vocab_size, embed_size, num_hiddens, attention_hiddens, maxout)
     return EncoderDecoder(encoder, decoder, config)
-
-
-MODEL_BUILDERS["bahdanau"] = make_bahdanau

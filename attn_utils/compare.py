@@ -1,6 +1,6 @@
 """Train several translators on the same data with the same budget and tabulate what they achieve.
 
-``TRANSLATORS`` names the models chapters 4–6 compare; ``compare_translators`` trains each with
+``registry.TRANSLATORS`` names the models chapters 4–6 compare; ``compare_translators`` trains each with
 ``train_seq2seq`` (same data, same seed, same budget) and returns one row per model: parameters,
 steps, seconds of training, seconds per epoch (the measured time per step times the steps an
 epoch of the training set takes), test BLEU and, on corpora with gold alignments, the alignment
@@ -10,36 +10,12 @@ error rate of its attention. ``benchmarks/compare_translators.py`` runs it at fu
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
-from .bahdanau import make_bahdanau
 from .device import get_device, set_seed
 from .evaluate import alignment_error, evaluate_bleu
-from .luong import make_luong
-from .seq2seq import EncoderDecoder, make_seq2seq
+from .registry import TRANSLATORS, build_translator
+from .seq2seq import EncoderDecoder
 from .train import train_seq2seq
-
-#: name -> builder(src_vocab_size, tgt_vocab_size, embed_size, num_hiddens, num_layers, window) of each
-#: compared model. Bahdanau's translator has one layer (a bidirectional encoder), as in the paper.
-TRANSLATORS: dict[str, Callable[..., EncoderDecoder]] = {
-    "no attention": lambda s, t, e, h, n, w: make_seq2seq(s, t, e, h, num_layers=n),
-    "Bahdanau": lambda s, t, e, h, n, w: make_bahdanau(s, t, e, h),
-    "Luong dot": lambda s, t, e, h, n, w: make_luong(s, t, e, h, n, score="dot"),
-    "Luong general": lambda s, t, e, h, n, w: make_luong(s, t, e, h, n, score="general"),
-    "Luong concat": lambda s, t, e, h, n, w: make_luong(s, t, e, h, n, score="concat"),
-    "Luong local-m": lambda s, t, e, h, n, w: make_luong(s, t, e, h, n, score="general", local="monotonic", window=w),
-    "Luong local-p": lambda s, t, e, h, n, w: make_luong(s, t, e, h, n, score="general", local="predictive",
-                                                        window=w),
-}
-
-
-def build_translator(name: str, data, embed_size: int = 256, num_hiddens: int = 256, num_layers: int = 2,
-                     window: int = 2, device=None) -> EncoderDecoder:
-    """The model ``name`` (a key of ``TRANSLATORS``) sized for ``data``'s vocabularies."""
-    if name not in TRANSLATORS:
-        raise ValueError(f"name must be one of {list(TRANSLATORS)}, got {name!r}")
-    model = TRANSLATORS[name](len(data.src_vocab), len(data.tgt_vocab), embed_size, num_hiddens, num_layers, window)
-    return model if device is None else model.to(device)
 
 
 def train_and_score(name: str, data, *, embed_size: int = 256, num_hiddens: int = 256, num_layers: int = 2,

@@ -27,9 +27,9 @@ import math
 
 import torch
 
-from .attention import check_attention_inputs
-from .masking import _LOW_PRECISION, _lengths_as_row_shape, make_mask
-from .online_softmax import _check_block_size, block_statistics, inverse_or_zero, merge_attention_blocks, safe_shift
+from .checks import check_attention_inputs, check_positive_int
+from .masking import LOW_PRECISION_DTYPES, lengths_as_row_shape, make_mask
+from .online_softmax import block_statistics, inverse_or_zero, merge_attention_blocks, safe_shift
 
 
 def _block_masker(valid_lens, causal: bool, score_shape: torch.Size, device: torch.device):
@@ -48,7 +48,7 @@ def _block_masker(valid_lens, causal: bool, score_shape: torch.Size, device: tor
             mask = mask.reshape((1,) * max(0, 2 - mask.dim()) + tuple(mask.shape))  # at least (Q or 1, K or 1)
         else:
             make_mask(torch.empty((), device=device).expand(*score_shape[:-1], 1), valid_lens)  # checks only
-            lengths = _lengths_as_row_shape(valid_lens.to(device), score_shape)  # broadcasts to (..., n_q)
+            lengths = lengths_as_row_shape(valid_lens.to(device), score_shape)  # broadcasts to (..., n_q)
     if lengths is None and mask is None and not causal:
         return None
 
@@ -70,8 +70,8 @@ def _block_masker(valid_lens, causal: bool, score_shape: torch.Size, device: tor
 
 def _prepare(queries, keys, values, valid_lens, causal, scale, block_size_q, block_size_k, what):
     check_attention_inputs(queries, keys, values, same_size=True, what=what)
-    _check_block_size("block_size_q", block_size_q)
-    _check_block_size("block_size_k", block_size_k)
+    check_positive_int("block_size_q", block_size_q)
+    check_positive_int("block_size_k", block_size_k)
     score_shape = torch.Size((*queries.shape[:-1], keys.shape[-2]))  # (..., n_q, n_k), never allocated
     masker = _block_masker(valid_lens, bool(causal), score_shape, queries.device)
     return masker, 1.0 / math.sqrt(queries.shape[-1]) if scale is None else float(scale)
@@ -159,7 +159,7 @@ def tiled_attention(queries, keys, values, valid_lens=None, *, causal: bool = Fa
     masker, scale = _prepare(queries, keys, values, valid_lens, causal, scale, block_size_q, block_size_k,
                              "tiled_attention")
     dtype = queries.dtype
-    if dtype in _LOW_PRECISION:
+    if dtype in LOW_PRECISION_DTYPES:
         queries, keys, values = queries.float(), keys.float(), values.float()
     config = (masker, bool(causal), scale, block_size_q, block_size_k)
     if recompute:

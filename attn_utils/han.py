@@ -4,7 +4,7 @@ A document is a list of sentences, a sentence a list of words. The network reads
 a bidirectional GRU over the words of each sentence, attention pooling of its states into one
 vector per sentence, a bidirectional GRU over those sentence vectors, attention pooling into one
 document vector, and a linear layer to class scores. Both poolings are
-:class:`attn_utils.pooling.AttentivePooling` with a projection (Yang et al.'s
+:class:`attn_utils.pooling.LearnedQueryPooling` with a projection (Yang et al.'s
 ``u = tanh(W h + b)``, ``alpha = softmax(u^T u_ctx)``). ``FlatDocumentClassifier`` is the
 comparison without hierarchy, and ``display_weights`` scales word weights as the paper's figures do.
 
@@ -19,7 +19,7 @@ from torch import nn
 
 from .masking import masked_softmax
 from .packed import run_packed
-from .pooling import AttentivePooling
+from .pooling import LearnedQueryPooling
 
 # ---------------------------------------------------------------------------------------------
 # The models
@@ -59,7 +59,7 @@ def check_documents(ids: torch.Tensor, sentence_lens: torch.Tensor | None = None
     return sentence_lens * in_document, doc_lens
 
 
-def pool(attention: AttentivePooling | None, H: torch.Tensor, lengths: torch.Tensor):
+def pool(attention: LearnedQueryPooling | None, H: torch.Tensor, lengths: torch.Tensor):
     """``(pooled (N, size), weights (N, steps))`` of ``H`` ``(N, steps, size)`` over its first ``lengths``
     steps: attention pooling, or (``attention=None``) the mean, i.e. the same weights with equal scores."""
     if attention is None:
@@ -68,7 +68,7 @@ def pool(attention: AttentivePooling | None, H: torch.Tensor, lengths: torch.Ten
     return attention(H, lengths), attention.attention_weights
 
 
-def pool_words(attention: AttentivePooling | None, H: torch.Tensor, sentence_lens: torch.Tensor):
+def pool_words(attention: LearnedQueryPooling | None, H: torch.Tensor, sentence_lens: torch.Tensor):
     """Sentence vectors ``(batch, sentences, size)`` and word weights ``(batch, sentences, words)`` from
     word states ``H`` ``(batch, sentences, words, size)``: every sentence is pooled on its own.
     An empty (padding) sentence gets the zero vector and zero weights."""
@@ -101,9 +101,9 @@ class HierarchicalAttentionNetwork(nn.Module):
         self.pooling, self.padding_idx = pooling, padding_idx
         self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=padding_idx)
         self.word_encoder = nn.GRU(embed_size, word_hidden, batch_first=True, bidirectional=True)
-        self.word_attention = AttentivePooling(2 * word_hidden, attention_size) if pooling == "attention" else None
+        self.word_attention = LearnedQueryPooling(2 * word_hidden, attention_size) if pooling == "attention" else None
         self.sentence_encoder = nn.GRU(2 * word_hidden, sentence_hidden, batch_first=True, bidirectional=True)
-        self.sentence_attention = (AttentivePooling(2 * sentence_hidden, attention_size)
+        self.sentence_attention = (LearnedQueryPooling(2 * sentence_hidden, attention_size)
                                    if pooling == "attention" else None)
         self.classifier = nn.Linear(2 * sentence_hidden, num_classes)
         self.attention_weights: torch.Tensor | None = None
@@ -154,7 +154,7 @@ class FlatDocumentClassifier(nn.Module):
         self.pooling, self.padding_idx = pooling, padding_idx
         self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=padding_idx)
         self.encoder = nn.GRU(embed_size, hidden, batch_first=True, bidirectional=True)
-        self.attention = AttentivePooling(2 * hidden, attention_size) if pooling == "attention" else None
+        self.attention = LearnedQueryPooling(2 * hidden, attention_size) if pooling == "attention" else None
         self.classifier = nn.Linear(2 * hidden, num_classes)
         self.attention_weights: torch.Tensor | None = None
 

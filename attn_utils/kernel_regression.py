@@ -1,11 +1,11 @@
-"""Nadaraya–Watson kernel regression: attention pooling whose score is a kernel of the distance.
+"""Chapter 2's Nadaraya–Watson kernel regression: a kernel-weighted average of observed targets.
 
 The estimate at a query ``x`` from examples ``(x_i, y_i)`` is
 
     f(x) = sum_i K((x - x_i) / h) / sum_j K((x - x_j) / h) * y_i,
 
 a weighted average of the values ``y_i`` with weights that sum to 1. Writing ``K = exp(log K)``
-turns the weights into ``softmax_i(log K((x - x_i) / h))``: attention with the score
+turns the weights into ``softmax_i(log K((x - x_i) / h))``: attention pooling with the score
 ``log K``. That is how they are computed here, through :func:`attn_utils.masked_softmax`, so tiny
 widths never underflow to 0/0 and a query with no example inside a compact kernel's window gets
 all-zero weights (and predicts 0) instead of NaN.

@@ -17,9 +17,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .seq2seq import _check_tokens
+from .checks import check_tokens
 from .training_loop import History, fit
-from .transformer import TransformerDecoderBlock, TransformerEncoder, _build_stack, _embed
+from .transformer import TransformerDecoderBlock, TransformerEncoder, build_stack, embed_tokens
 
 IGNORE_INDEX = -100  # label of the positions that do not count in the loss (torch's cross-entropy default)
 
@@ -49,9 +49,10 @@ class CausalLanguageModel(nn.Module):
                  num_blks: int = 2, dropout: float = 0.0, use_bias: bool = False, *, max_len: int = 256,
                  learned_positions: bool = True):
         super().__init__()
-        self.num_heads, self.max_len = num_heads, max_len
-        _build_stack(self, TransformerDecoderBlock, vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks,
-                     dropout, use_bias, True, max_len, learned_positions, cross_attention=False)
+        self.num_heads, self.max_len, self.num_hiddens = num_heads, max_len, num_hiddens
+        self.embedding, self.pos_encoding, self.blks, self.final_norm = build_stack(
+            TransformerDecoderBlock, vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks, dropout, use_bias,
+            True, max_len, learned_positions, cross_attention=False)
         self.dense = nn.Linear(num_hiddens, vocab_size, bias=False)
         self.dense.weight = self.embedding.weight  # tied: one matrix reads and writes tokens
         _init_weights(self, self.embedding, num_hiddens)
@@ -70,7 +71,7 @@ class CausalLanguageModel(nn.Module):
         return empty, empty
 
     def forward(self, X, cache=None):
-        _check_tokens(X, "the language model's input X")
+        check_tokens(X, "the language model's input X")
         if cache is None:
             cache = self.empty_cache(X.shape[0])
         past_k, past_v = cache
@@ -79,7 +80,7 @@ class CausalLanguageModel(nn.Module):
             raise ValueError(f"cache must be (keys, values), each (num_blks={len(self.blks)}, batch={X.shape[0]}, "
                              f"heads={self.num_heads}, P, d / heads); got {tuple(past_k.shape)} and "
                              f"{tuple(past_v.shape)}")
-        X = _embed(self, X, past_k.shape[3])  # (batch, T, d), positions P .. P + T - 1
+        X = embed_tokens(self, X, past_k.shape[3])  # (batch, T, d), positions P .. P + T - 1
         new_k, new_v = [], []
         for i, blk in enumerate(self.blks):
             X, k, v = blk(X, past_k[i], past_v[i])
@@ -93,7 +94,7 @@ def causal_lm_loss(model: CausalLanguageModel, tokens: torch.Tensor, pad: int) -
     """Mean cross-entropy of predicting ``tokens[:, 1:]`` from ``tokens[:, :-1]`` (``<pad>`` targets do
     not count). ``tokens`` ``(batch, steps)`` start with ``<bos>``; padding sits at the end of each row, so
     with the causal mask no real position ever sees it."""
-    _check_tokens(tokens, "tokens")
+    check_tokens(tokens, "tokens")
     if tokens.shape[1] < 2:
         raise ValueError(f"tokens must have at least 2 steps (an input and a target), got shape {tuple(tokens.shape)}")
     logits, _ = model(tokens[:, :-1])  # (batch, steps - 1, vocab)
@@ -150,7 +151,7 @@ def bert_mask(tokens: torch.Tensor, maskable: torch.Tensor, choose: torch.Tensor
     holds the original token at the chosen positions and ``IGNORE_INDEX`` (-100) elsewhere. All
     arguments but the two numbers are ``(batch, steps)``: ``choose``, ``action`` uniform in [0, 1).
     """
-    _check_tokens(tokens, "tokens")
+    check_tokens(tokens, "tokens")
     for name, t in [("maskable", maskable), ("choose", choose), ("action", action), ("random_tokens", random_tokens)]:
         if not isinstance(t, torch.Tensor) or t.shape != tokens.shape:
             got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
@@ -174,7 +175,7 @@ def mask_tokens(tokens: torch.Tensor, maskable: torch.Tensor, mask_id: int, voca
     the tokens'): each maskable token is chosen independently with probability ``mask_prob`` (as in
     RoBERTa's dynamic masking), and random replacements are uniform over ``random_low .. vocab_size - 1``
     (pass the first ordinary token's index to never insert ``<pad>``, ``<mask>``, ...)."""
-    _check_tokens(tokens, "tokens")
+    check_tokens(tokens, "tokens")
     if not 0 <= random_low < vocab_size:
         raise ValueError(f"random_low must lie in 0..vocab_size - 1 = {vocab_size - 1}, got {random_low}")
     gen_device = generator.device if generator is not None else torch.device("cpu")

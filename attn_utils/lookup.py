@@ -1,10 +1,10 @@
-"""Attention pooling as a lookup: the hard (one key wins) and soft (every key gets a weight) kinds.
+"""Chapter 1's hard and soft lookup: a query scored against every key, then one value or a weighted average.
 
 A Python ``dict`` returns the value whose key *equals* the query. Attention generalises this:
 score the query against every key, turn the scores into weights, and return the weighted
-average of the values. ``hard_lookup`` keeps only the best-scoring key; ``soft_lookup`` uses
-``softmax(score / temperature)``, which tends to the hard lookup as the temperature goes to 0
-and to plain averaging as it grows.
+average of the values (attention pooling). ``hard_lookup`` keeps only the best-scoring key;
+``soft_lookup`` uses ``softmax(score / temperature)``, which tends to the hard lookup as the
+temperature goes to 0 and to plain averaging as it grows.
 """
 
 from __future__ import annotations

@@ -26,14 +26,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .checks import check_tokens
 from .masking import lengths_to_mask, masked_softmax
 from .scoring import concat_score, dot_score, general_score
 from .seq2seq import (
-    MODEL_BUILDERS,
     Decoder,
     EncoderDecoder,
     Seq2SeqEncoder,
-    _check_tokens,
     init_seq2seq,
     source_lengths,
 )
@@ -152,7 +151,7 @@ class LuongDecoder(Decoder):
         return attentional, weights, centres
 
     def forward(self, X, state):
-        _check_tokens(X, "the decoder's input X")
+        check_tokens(X, "the decoder's input X")
         enc, lens, hidden, feed, t = state
         embs = self.embedding(X.t().long())  # (steps, batch, embed)
         if self.input_feeding:
@@ -183,6 +182,3 @@ def make_luong(src_vocab_size: int, tgt_vocab_size: int, embed_size: int = 256, 
     decoder = LuongDecoder(tgt_vocab_size, embed_size, num_hiddens, num_layers, score, local, window,
                            input_feeding, dropout)
     return EncoderDecoder(encoder, decoder, config)
-
-
-MODEL_BUILDERS["luong"] = make_luong

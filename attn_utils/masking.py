@@ -6,7 +6,8 @@ the course takes ``valid_lens``:
 * **valid lengths** (d2l's convention): an integer tensor; the first ``valid_len`` keys are real
   and the rest are padding. Shape ``(batch,)`` (one length per sequence, used by every query) or
   ``(batch, queries)`` (one length per query), or exactly ``X.shape[:-1]``.
-* **a boolean mask** broadcastable to the scores, ``True`` where a query may attend.
+* **a boolean mask** broadcastable to the scores, ``True`` where a query may attend;
+  ``causal_mask`` builds the one that lets each position see only itself and those before it.
 
 Unlike d2l's version (which fills masked scores with -1e6 and so spreads a fully masked row
 uniformly over padding), a row with no visible key gets weights that are exactly zero.
@@ -17,7 +18,8 @@ from __future__ import annotations
 
 import torch
 
-_LOW_PRECISION = (torch.float16, torch.bfloat16)
+#: dtypes whose softmax is computed in float32 (and returned in their own dtype)
+LOW_PRECISION_DTYPES = (torch.float16, torch.bfloat16)
 _INTEGER_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
 
@@ -33,8 +35,11 @@ def lengths_to_mask(valid_lens: torch.Tensor, num_keys: int) -> torch.Tensor:
     return positions < valid_lens.unsqueeze(-1)
 
 
-def _lengths_as_row_shape(valid_lens: torch.Tensor, score_shape: torch.Size) -> torch.Tensor:
-    """Reshape valid lengths so they broadcast against the rows ``score_shape[:-1]`` of the scores."""
+def lengths_as_row_shape(valid_lens: torch.Tensor, score_shape: torch.Size) -> torch.Tensor:
+    """Reshape valid lengths so they broadcast against the rows ``score_shape[:-1]`` of the scores.
+
+    Raises ``ValueError`` naming both shapes when the lengths fit none of the accepted forms.
+    """
     rows = score_shape[:-1]
     if valid_lens.shape == rows:
         return valid_lens
@@ -86,7 +91,7 @@ def make_mask(scores: torch.Tensor, valid_lens: torch.Tensor | None) -> torch.Te
         )
     if valid_lens.numel() and bool((valid_lens < 0).any()):
         raise ValueError(f"valid_lens must be >= 0, got {valid_lens.tolist()}")
-    lengths = _lengths_as_row_shape(valid_lens, scores.shape)
+    lengths = lengths_as_row_shape(valid_lens, scores.shape)
     return lengths_to_mask(lengths, scores.shape[-1])
 
 
@@ -112,7 +117,7 @@ def masked_softmax(X: torch.Tensor, valid_lens: torch.Tensor | None = None) -> t
     # Masked scores are filled with the most negative finite number rather than -inf: a fully
     # masked row then has a finite (uniform) softmax, with finite gradients, before it is zeroed.
     filled = X.masked_fill(~visible, torch.finfo(X.dtype).min)
-    weights = torch.softmax(filled, dim=-1, dtype=torch.float32 if X.dtype in _LOW_PRECISION else None)
+    weights = torch.softmax(filled, dim=-1, dtype=torch.float32 if X.dtype in LOW_PRECISION_DTYPES else None)
     return weights.masked_fill(~visible, 0.0).to(X.dtype)
 
 
@@ -126,3 +131,11 @@ def sequence_mask(X: torch.Tensor, valid_len: torch.Tensor, value: float = 0.0) 
     mask = lengths_to_mask(valid_len.to(X.device), X.shape[1])  # (batch, steps)
     mask = mask.reshape(*mask.shape, *([1] * (X.dim() - 2)))
     return X.masked_fill(~mask, value)
+
+
+def causal_mask(num_queries: int, num_keys: int, device=None) -> torch.Tensor:
+    """Boolean ``(num_queries, num_keys)``, True where query i may attend: keys up to its own
+    position, when the queries are the last ``num_queries`` of the ``num_keys`` positions."""
+    offset = num_keys - num_queries
+    queries = torch.arange(num_queries, device=device).unsqueeze(1) + offset
+    return torch.arange(num_keys, device=device).unsqueeze(0) <= queries

@@ -18,7 +18,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .attention import DotProductAttention, check_attention_inputs
+from .attention import DotProductAttention
+from .checks import check_attention_inputs
 
 
 def transpose_qkv(X: torch.Tensor, num_heads: int) -> torch.Tensor:

@@ -14,13 +14,8 @@ from __future__ import annotations
 
 import torch
 
+from .checks import check_positive_int
 from .masking import make_mask
-
-
-def _check_block_size(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value
 
 
 def safe_shift(m: torch.Tensor) -> torch.Tensor:
@@ -77,7 +72,7 @@ def online_softmax(X: torch.Tensor, valid_lens=None, block_size: int = 128) -> t
     """
     if not isinstance(X, torch.Tensor) or not X.is_floating_point() or X.dim() == 0:
         raise ValueError(f"online_softmax expects floating-point scores with a keys axis, got {X!r:.80}")
-    _check_block_size("block_size", block_size)
+    check_positive_int("block_size", block_size)
     mask = make_mask(X, valid_lens)  # None or bool broadcastable to X
     if mask is not None:
         X = X.masked_fill(~mask, float("-inf"))

@@ -1,4 +1,4 @@
-"""Attention pooling with a learned query: a sequence of vectors in, one weighted average out.
+"""Learned-query pooling: attention pooling whose one query is a learned vector; a sequence in, one vector out.
 
 Both classifiers of chapter 7's text sections pool this way; they differ only in how a vector is
 turned into the key that the learned query is compared with:
@@ -20,7 +20,7 @@ from torch import nn
 from .masking import masked_softmax
 
 
-class AttentivePooling(nn.Module):
+class LearnedQueryPooling(nn.Module):
     """``forward(H, valid_lens=None) -> (batch, size)``; the weights of the last call are in ``attention_weights``.
 
     ``H`` is ``(batch, steps, size)``; ``valid_lens`` is ``(batch,)`` lengths or a boolean mask
@@ -40,7 +40,8 @@ class AttentivePooling(nn.Module):
 
     def forward(self, H: torch.Tensor, valid_lens: torch.Tensor | None = None) -> torch.Tensor:
         if H.dim() != 3 or H.shape[-1] != self.size:
-            raise ValueError(f"AttentivePooling expects H of shape (batch, steps, {self.size}), got {tuple(H.shape)}")
+            raise ValueError(f"LearnedQueryPooling expects H of shape (batch, steps, {self.size}), "
+                             f"got {tuple(H.shape)}")
         keys = torch.tanh(H if self.projection is None else self.projection(H))  # (batch, steps, key_size)
         scores = keys @ self.query  # (batch, steps)
         weights = masked_softmax(scores, valid_lens)  # (batch, steps), 0 on padding

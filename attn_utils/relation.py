@@ -7,7 +7,7 @@ is in ``attn_utils.data``: the generated corpus, labels and tensors in ``relatio
 the task's own files in ``semeval``. This module holds the model and the score:
 
 - ``AttentionBiLSTM``: embeddings, a BiLSTM whose two directions are summed, Zhou et al.'s
-  attention pooling (``attn_utils.pooling.AttentivePooling``), ``tanh``, dropout and a softmax
+  attention pooling (``attn_utils.pooling.LearnedQueryPooling``), ``tanh``, dropout and a softmax
   classifier; ``pooling="mean"`` or ``"last"`` replaces the attention for comparison;
 - ``semeval_macro_f1``: the task's official score.
 """
@@ -19,7 +19,7 @@ from torch import nn
 
 from .data.relations import LABELS, relation_type
 from .packed import run_packed
-from .pooling import AttentivePooling
+from .pooling import LearnedQueryPooling
 
 # ---------------------------------------------------------------------------------------------
 # The model
@@ -68,7 +68,7 @@ class AttentionBiLSTM(nn.Module):
     to ``h*``, as in the paper. Pooling:
 
     - ``"attention"`` (the paper): ``alpha = softmax(w^T tanh(H))``, ``r = H alpha^T``
-      (``AttentivePooling(hidden_size)``); padding gets weight exactly 0; the weights of the last
+      (``LearnedQueryPooling(hidden_size)``); padding gets weight exactly 0; the weights of the last
       call are in ``attention_weights`` ``(batch, steps)``;
     - ``"mean"``: ``r`` is the mean of ``H`` over the real tokens (fixed, uniform weights);
     - ``"last"``: ``r`` is ``last_states``, the forward LSTM's state after the last token plus the
@@ -92,7 +92,7 @@ class AttentionBiLSTM(nn.Module):
         self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=padding_idx)
         self.lstm = nn.LSTM(embed_size, hidden_size, batch_first=True, bidirectional=True)
         self.dropout = nn.Dropout(dropout)
-        self.attention = AttentivePooling(hidden_size) if pooling == "attention" else None
+        self.attention = LearnedQueryPooling(hidden_size) if pooling == "attention" else None
         self.classifier = nn.Linear(hidden_size, num_classes)
         self.attention_weights: torch.Tensor | None = None
 

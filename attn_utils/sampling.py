@@ -16,8 +16,8 @@ import math
 
 import torch
 
+from .checks import check_tokens
 from .measure import interleaved_medians
-from .seq2seq import _check_tokens
 
 
 def _check_temperature(temperature) -> float:
@@ -98,7 +98,7 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, temperature: floa
     logits each step sampled from, ``(batch, max_new_tokens, vocab)``. Generation does not stop at
     ``<eos>``: cut the rows where you need to.
     """
-    _check_tokens(prompt, "prompt")
+    check_tokens(prompt, "prompt")
     if prompt.shape[1] < 1:
         raise ValueError(f"prompt must hold at least one token (e.g. <bos>), got shape {tuple(prompt.shape)}")
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:

@@ -25,36 +25,13 @@ from collections.abc import Callable
 
 import torch
 
+from .checks import check_queries_keys
+
 Map = Callable[[torch.Tensor], torch.Tensor]
 
 
 def _shape(t: torch.Tensor) -> tuple:
     return tuple(t.shape)
-
-
-def check_queries_keys(queries, keys, same_size: bool = False, what: str = "this score") -> None:
-    """Raise ``ValueError`` naming the shapes unless queries (..., Q, dq) and keys (..., K, dk) fit.
-
-    They must be tensors of the same dtype with the same leading (batch) dimensions; with
-    ``same_size=True`` also ``dq == dk``.
-    """
-    for name, t in (("queries", queries), ("keys", keys)):
-        if not isinstance(t, torch.Tensor):
-            raise ValueError(f"{name} must be a tensor, got {type(t).__name__}")
-        if t.dim() < 2:
-            raise ValueError(f"{name} must have shape (..., items, features), got {_shape(t)}")
-    if queries.shape[:-2] != keys.shape[:-2]:
-        raise ValueError(
-            f"queries {_shape(queries)} and keys {_shape(keys)} must have the same leading (batch) "
-            f"dimensions, got {_shape(queries)[:-2]} and {_shape(keys)[:-2]}"
-        )
-    if same_size and queries.shape[-1] != keys.shape[-1]:
-        raise ValueError(
-            f"{what} needs queries and keys of the same size d; got queries {_shape(queries)} "
-            f"(d={queries.shape[-1]}) and keys {_shape(keys)} (d={keys.shape[-1]})"
-        )
-    if queries.dtype != keys.dtype:
-        raise ValueError(f"queries ({queries.dtype}) and keys ({keys.dtype}) must have the same dtype")
 
 
 def dot_score(queries: torch.Tensor, keys: torch.Tensor, scale: float | None = None) -> torch.Tensor:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .checks import check_tokens
+
 
 def init_seq2seq(module: nn.Module) -> None:
     """d2l's ``init_seq2seq``: Xavier-uniform weights for linear layers and GRUs."""
@@ -25,12 +27,6 @@ def init_seq2seq(module: nn.Module) -> None:
         for name in module._flat_weights_names:
             if "weight" in name:
                 nn.init.xavier_uniform_(module._parameters[name])
-
-
-def _check_tokens(X: torch.Tensor, what: str) -> None:
-    if not isinstance(X, torch.Tensor) or X.dim() != 2 or X.is_floating_point():
-        got = f"shape {tuple(X.shape)}, dtype {X.dtype}" if isinstance(X, torch.Tensor) else type(X).__name__
-        raise ValueError(f"{what} must be an integer tensor of token indices (batch, steps), got {got}")
 
 
 def source_lengths(valid_lens, batch: int, steps: int, device) -> torch.Tensor:
@@ -136,7 +132,7 @@ class Seq2SeqEncoder(Encoder):
         self.apply(init_seq2seq)
 
     def forward(self, X, valid_lens=None, *args):
-        _check_tokens(X, "the encoder's input X")
+        check_tokens(X, "the encoder's input X")
         embs = self.embedding(X.t().long())  # (steps, batch, embed_size)
         if valid_lens is None:
             return self.rnn(embs)
@@ -174,7 +170,7 @@ class Seq2SeqDecoder(Decoder):
         return hidden[-1], hidden  # the last layer's final state is the context
 
     def forward(self, X, state):
-        _check_tokens(X, "the decoder's input X")
+        check_tokens(X, "the decoder's input X")
         context, hidden = state
         embs = self.embedding(X.t().long())  # (steps, batch, embed_size)
         context = context.unsqueeze(0).expand(embs.shape[0], -1, -1)  # (steps, batch, num_hiddens)
@@ -191,15 +187,3 @@ def make_seq2seq(src_vocab_size: int, tgt_vocab_size: int, embed_size: int = 256
     encoder = Seq2SeqEncoder(src_vocab_size, embed_size, num_hiddens, num_layers, dropout)
     decoder = Seq2SeqDecoder(tgt_vocab_size, embed_size, num_hiddens, num_layers, dropout)
     return EncoderDecoder(encoder, decoder, config)
-
-
-MODEL_BUILDERS = {"seq2seq": make_seq2seq}
-
-
-def build_model(config: dict) -> EncoderDecoder:
-    """Rebuild a model from its ``config`` (``config['kind']`` names a builder in ``MODEL_BUILDERS``)."""
-    config = dict(config)
-    kind = config.pop("kind", None)
-    if kind not in MODEL_BUILDERS:
-        raise ValueError(f"config['kind'] must be one of {sorted(MODEL_BUILDERS)}, got {kind!r}")
-    return MODEL_BUILDERS[kind](**config)

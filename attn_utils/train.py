@@ -16,6 +16,7 @@ from torch.nn import functional as F
 
 from .evaluate import evaluate_bleu
 from .masking import lengths_to_mask
+from .registry import build_model
 from .training_loop import History, fit
 
 
@@ -120,10 +121,8 @@ def save_checkpoint(path, model, history: History | None = None, extra: dict | N
 def load_checkpoint(path, model=None, map_location="cpu"):
     """Load a checkpoint (``torch.load(weights_only=True)``): returns ``(model, record)``.
 
-    Without ``model`` it is rebuilt from the stored config (``seq2seq.build_model``).
+    Without ``model`` it is rebuilt from the stored config (``registry.build_model``).
     """
-    from .seq2seq import build_model
-
     saved = torch.load(path, map_location=map_location, weights_only=True)
     record = json.loads(saved["record"])
     if model is None:

@@ -18,13 +18,16 @@ instead of re-running the whole prefix.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 from torch import nn
 
+from .checks import check_tokens
+from .masking import causal_mask
 from .multihead import MultiHeadAttention
 from .positional import LearnedPositionalEncoding, PositionalEncoding
-from .seq2seq import MODEL_BUILDERS, Decoder, Encoder, EncoderDecoder, _check_tokens, source_lengths
+from .seq2seq import Decoder, Encoder, EncoderDecoder, source_lengths
 
 
 class PositionWiseFFN(nn.Module):
@@ -128,33 +131,37 @@ class TransformerDecoderBlock(nn.Module):
         return self.addnorm3.residual(X, self.ffn, self.norm_first), cache["k"], cache["v"]
 
 
-def causal_mask(num_queries: int, num_keys: int, device=None) -> torch.Tensor:
-    """Boolean ``(num_queries, num_keys)``, True where query i may attend: keys up to its own
-    position, when the queries are the last ``num_queries`` of the ``num_keys`` positions."""
-    offset = num_keys - num_queries
-    queries = torch.arange(num_queries, device=device).unsqueeze(1) + offset
-    return torch.arange(num_keys, device=device).unsqueeze(0) <= queries
+class StackParts(NamedTuple):
+    """The layers a stack of Transformer blocks is made of (``build_stack``), in the order they are built."""
+
+    embedding: nn.Embedding
+    pos_encoding: nn.Module
+    blks: nn.Sequential
+    final_norm: nn.Module
 
 
-def _build_stack(stack: nn.Module, block: type, vocab_size: int, num_hiddens: int, ffn_num_hiddens: int,
-                 num_heads: int, num_blks: int, dropout: float, use_bias: bool, norm_first: bool, max_len: int,
-                 learned_positions: bool, **block_kwargs) -> None:
-    """What the encoder and the decoder share: token embeddings, positions, ``num_blks`` blocks
-    (``blks.block0``, ... as d2l names them; ``block_kwargs`` go to each block) and, for pre-norm,
-    the final layer norm."""
-    stack.num_hiddens = num_hiddens
-    stack.embedding = nn.Embedding(vocab_size, num_hiddens)
+def build_stack(block: type, vocab_size: int, num_hiddens: int, ffn_num_hiddens: int, num_heads: int,
+                num_blks: int, dropout: float, use_bias: bool, norm_first: bool, max_len: int,
+                learned_positions: bool, **block_kwargs) -> StackParts:
+    """What the encoder, the decoder and the language models share: token embeddings, positions,
+    ``num_blks`` blocks (``blks.block0``, ... as d2l names them; ``block_kwargs`` go to each block)
+    and, for pre-norm, the final layer norm (``nn.Identity`` for post-norm)."""
+    embedding = nn.Embedding(vocab_size, num_hiddens)
     positions = LearnedPositionalEncoding if learned_positions else PositionalEncoding
-    stack.pos_encoding = positions(num_hiddens, dropout, max_len)
-    stack.blks = nn.Sequential()
+    pos_encoding = positions(num_hiddens, dropout, max_len)
+    blks = nn.Sequential()
     for i in range(num_blks):
-        stack.blks.add_module(f"block{i}", block(num_hiddens, ffn_num_hiddens, num_heads, dropout, use_bias,
-                                                 norm_first=norm_first, **block_kwargs))
-    stack.final_norm = nn.LayerNorm(num_hiddens) if norm_first else nn.Identity()
+        blks.add_module(f"block{i}", block(num_hiddens, ffn_num_hiddens, num_heads, dropout, use_bias,
+                                           norm_first=norm_first, **block_kwargs))
+    final_norm = nn.LayerNorm(num_hiddens) if norm_first else nn.Identity()
+    return StackParts(embedding, pos_encoding, blks, final_norm)
 
 
-def _embed(stack: nn.Module, X: torch.Tensor, offset: int = 0) -> torch.Tensor:
-    """Token embeddings times sqrt(d) (the positions' scale), plus positions from ``offset``: (batch, steps, d)."""
+def embed_tokens(stack: nn.Module, X: torch.Tensor, offset: int = 0) -> torch.Tensor:
+    """Token embeddings times sqrt(d) (the positions' scale), plus positions from ``offset``: (batch, steps, d).
+
+    ``stack`` is a module holding the ``embedding`` and ``pos_encoding`` of ``build_stack`` and its ``num_hiddens``.
+    """
     return stack.pos_encoding(stack.embedding(X) * math.sqrt(stack.num_hiddens), offset)
 
 
@@ -169,18 +176,20 @@ class TransformerEncoder(Encoder):
                  dropout: float, use_bias: bool = False, *, norm_first: bool = False, max_len: int = 1000,
                  learned_positions: bool = False):
         super().__init__()
-        _build_stack(self, TransformerEncoderBlock, vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks,
-                     dropout, use_bias, norm_first, max_len, learned_positions)
+        self.num_hiddens = num_hiddens
+        self.embedding, self.pos_encoding, self.blks, self.final_norm = build_stack(
+            TransformerEncoderBlock, vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks, dropout, use_bias,
+            norm_first, max_len, learned_positions)
 
     @property
     def attention_weights(self):
         return [blk.attention.attention_weights for blk in self.blks]
 
     def forward(self, X, valid_lens=None, *args):
-        _check_tokens(X, "the encoder's input X")
+        check_tokens(X, "the encoder's input X")
         if valid_lens is not None:
             source_lengths(valid_lens, X.shape[0], X.shape[1], X.device)  # checks the shape
-        X = _embed(self, X)  # (batch, steps, d)
+        X = embed_tokens(self, X)  # (batch, steps, d)
         for blk in self.blks:
             X = blk(X, valid_lens)
         return self.final_norm(X)
@@ -207,9 +216,10 @@ class TransformerDecoder(Decoder):
                  dropout: float, use_bias: bool = False, *, norm_first: bool = False, max_len: int = 1000,
                  learned_positions: bool = False, tie_embeddings: bool = False):
         super().__init__()
-        self.num_heads = num_heads
-        _build_stack(self, TransformerDecoderBlock, vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks,
-                     dropout, use_bias, norm_first, max_len, learned_positions)
+        self.num_heads, self.num_hiddens = num_heads, num_hiddens
+        self.embedding, self.pos_encoding, self.blks, self.final_norm = build_stack(
+            TransformerDecoderBlock, vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks, dropout, use_bias,
+            norm_first, max_len, learned_positions)
         self.dense = nn.Linear(num_hiddens, vocab_size)
         if tie_embeddings:
             self.dense.weight = self.embedding.weight  # one matrix for reading and writing tokens
@@ -249,12 +259,12 @@ class TransformerDecoder(Decoder):
         return enc_valid_lens, empty, empty, cross_k, cross_v
 
     def forward(self, X, state):
-        _check_tokens(X, "the decoder's input X")
+        check_tokens(X, "the decoder's input X")
         enc_valid_lens, self_k, self_v, cross_k, cross_v = state
         if X.shape[0] != cross_k.shape[1]:
             raise ValueError(f"X has {X.shape[0]} rows but the state was made for a batch of {cross_k.shape[1]}")
         offset = self_k.shape[3]  # tokens already decoded
-        X = _embed(self, X, offset)  # (batch, T, d)
+        X = embed_tokens(self, X, offset)  # (batch, T, d)
         new_k, new_v = [], []
         for i, blk in enumerate(self.blks):
             X, k, v = blk(X, self_k[i], self_v[i], cross_k[i], cross_v[i], enc_valid_lens)
@@ -327,6 +337,3 @@ def transformer_attention(model, src, src_valid_len, tgt_input) -> dict:
     return {"encoder self": torch.stack(model.encoder.attention_weights),
             "decoder self": torch.stack(model.decoder.self_attention_weights),
             "cross": torch.stack(model.decoder.cross_attention_weights)}
-
-
-MODEL_BUILDERS["transformer"] = make_transformer

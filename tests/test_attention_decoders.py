@@ -4,18 +4,20 @@ incremental decoding, and training runs that only succeed when attention works."
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from attn_utils import corpus_bleu
 from attn_utils.bahdanau import BahdanauDecoder, make_bahdanau
-from attn_utils.compare import TRANSLATORS, build_translator, compare_translators, format_table, train_and_score
+from attn_utils.compare import compare_translators, format_table, train_and_score
 from attn_utils.data import load_translation_data
 from attn_utils.decoding import beam_search, greedy_decode
 from attn_utils.evaluate import alignment_error, evaluate_bleu, forced_attention
 from attn_utils.luong import LuongDecoder, local_attention_weights, local_window, make_luong
-from attn_utils.seq2seq import Seq2SeqEncoder, build_model, make_seq2seq
+from attn_utils.registry import TRANSLATORS, build_model, build_translator
+from attn_utils.seq2seq import Seq2SeqEncoder, make_seq2seq
 from attn_utils.train import sequence_loss, train_seq2seq
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -287,6 +289,20 @@ def test_checkpoint_config_rebuilds_the_model(name):
         torch.testing.assert_close(rebuilt(SRC, DEC_IN, SRC_LEN), model(SRC, DEC_IN, SRC_LEN))
 
 
+@pytest.mark.parametrize("name", list(TRANSLATORS))
+def test_each_translator_is_rebuilt_from_its_config(name):
+    """``build_translator`` and ``build_model`` use the one registry: the config a translator records rebuilds
+    it, with the same initial weights from the same seed."""
+    vocabularies = SimpleNamespace(src_vocab=range(V_SRC), tgt_vocab=range(V_TGT))
+    torch.manual_seed(0)
+    model = build_translator(name, vocabularies, E, H, num_layers=1, window=2)
+    torch.manual_seed(0)
+    rebuilt = build_model(model.config)
+    assert rebuilt.config == model.config
+    ours, theirs = model.state_dict(), rebuilt.state_dict()
+    assert list(ours) == list(theirs) and all(torch.equal(ours[k], theirs[k]) for k in ours)
+
+
 def test_bad_configurations_raise_value_errors():
     with pytest.raises(ValueError, match="score must be one of"):
         make_luong(V_SRC, V_TGT, E, H, score="cosine")
@@ -347,7 +363,7 @@ def test_copying_long_random_sentences_needs_attention(name):
     A model whose attention is broken (uniform, masked wrongly, looking at the wrong step) fails."""
     length, vocab = 10, 16
     torch.manual_seed(0)
-    model = TRANSLATORS[name](vocab, vocab, 16, 32, 1, 2)
+    model = build_translator(name, SimpleNamespace(src_vocab=range(vocab), tgt_vocab=range(vocab)), 16, 32, 1, 2)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     g = torch.Generator().manual_seed(0)
     for _ in range(300):

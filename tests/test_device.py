@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from attn_utils import DEVICE_ENV_VAR, available_devices, get_device, set_seed, try_gpu
+from attn_utils.device import DEVICE_ENV_VAR, available_devices, get_device, set_seed, try_gpu
 
 
 def test_auto_picks_best_available(monkeypatch):

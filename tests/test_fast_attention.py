@@ -236,8 +236,13 @@ def test_fully_masked_rows_have_zero_gradients():
     assert gv[1].abs().sum() > 0
 
 
-def test_function_is_exported():
-    assert issubclass(FlashAttentionFunction, torch.autograd.Function)
+@pytest.mark.parametrize("recompute", [False, True])
+def test_only_recompute_goes_through_the_flash_attention_function(recompute):
+    """``recompute=True`` must run ``FlashAttentionFunction`` (whose backward recomputes the tiles); without it,
+    autograd differentiates through the loops."""
+    q, k, v = (randn(1, 4, 3, seed=s, grad=True) for s in range(3))
+    out, _ = tiled_attention(q, k, v, block_size_q=2, block_size_k=2, recompute=recompute)
+    assert (type(out.grad_fn).__name__ == f"{FlashAttentionFunction.__name__}Backward") is recompute
 
 
 # ---------------------------------------------------------------- bad input

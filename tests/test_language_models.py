@@ -19,12 +19,11 @@ from attn_utils import (
     kv_cache_bytes,
     mask_tokens,
     masked_lm_loss,
-    sample_from,
     sampling_probs,
     time_generation,
-    top_k_filter,
     train_language_model,
 )
+from attn_utils.sampling import sample_from, top_k_filter
 
 
 def small_lm(vocab=30, device="cpu", dtype=torch.float64, **kwargs):

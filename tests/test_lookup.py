@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attn_utils import hard_lookup, lookup_scores, soft_lookup
+from attn_utils.lookup import hard_lookup, lookup_scores, soft_lookup
 
 KEYS = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]])
 VALUES = torch.tensor([10.0, 20.0, 30.0])

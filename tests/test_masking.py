@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attn_utils import lengths_to_mask, make_mask, masked_softmax, sequence_mask
+from attn_utils.masking import lengths_to_mask, make_mask, masked_softmax, sequence_mask
 
 
 def test_hand_computed_case():

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from torch_reference import copy_into_torch_attention
 
-from attn_utils.masking import masked_softmax
+from attn_utils.masking import causal_mask, masked_softmax
 from attn_utils.multihead import MultiHeadAttention, merge_heads, split_heads, transpose_output, transpose_qkv
 from attn_utils.positional import (
     LearnedPositionalEncoding,
@@ -18,7 +18,6 @@ from attn_utils.positional import (
     relative_shift_matrix,
     sinusoidal_encoding,
 )
-from attn_utils.transformer import causal_mask
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

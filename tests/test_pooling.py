@@ -1,4 +1,4 @@
-"""AttentivePooling against the two papers' formulas written out by hand."""
+"""LearnedQueryPooling against the two papers' formulas written out by hand."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from attn_utils.pooling import AttentivePooling
+from attn_utils.pooling import LearnedQueryPooling
 
 
 def _by_hand(H, query, W=None, b=None, length=None):
@@ -32,7 +32,7 @@ def _by_hand(H, query, W=None, b=None, length=None):
 @pytest.mark.parametrize("projection_size", [None, 3])
 def test_matches_the_formula_with_padding(projection_size):
     torch.manual_seed(0)
-    pool = AttentivePooling(5, projection_size).double()
+    pool = LearnedQueryPooling(5, projection_size).double()
     H = torch.randn(3, 4, 5, dtype=torch.float64)
     lengths = torch.tensor([4, 2, 1])
     out = pool(H, lengths)
@@ -46,7 +46,7 @@ def test_matches_the_formula_with_padding(projection_size):
 
 def test_padding_values_change_nothing_and_empty_sequences_give_zeros():
     torch.manual_seed(1)
-    pool = AttentivePooling(4, 6)
+    pool = LearnedQueryPooling(4, 6)
     H = torch.randn(2, 5, 4)
     mask = torch.tensor([[True, True, True, False, False], [False] * 5])
     changed = H.clone()
@@ -57,16 +57,16 @@ def test_padding_values_change_nothing_and_empty_sequences_give_zeros():
 
 
 def test_gradients_reach_the_query_and_bad_shapes_are_named():
-    pool = AttentivePooling(4)
+    pool = LearnedQueryPooling(4)
     pool(torch.randn(2, 3, 4)).sum().backward()
     assert pool.query.grad is not None and pool.query.grad.abs().sum() > 0
     with pytest.raises(ValueError, match=r"expects H of shape \(batch, steps, 4\), got \(2, 3\)"):
         pool(torch.randn(2, 3))
     with pytest.raises(ValueError, match="must be positive"):
-        AttentivePooling(0)
+        LearnedQueryPooling(0)
 
 
 def test_runs_on_every_device(any_device):
-    pool = AttentivePooling(4, 2).to(any_device)
+    pool = LearnedQueryPooling(4, 2).to(any_device)
     out = pool(torch.randn(2, 3, 4, device=any_device), torch.tensor([3, 1], device=any_device))
     assert out.device.type == any_device.type and pool.attention_weights[1, 1:].abs().sum() == 0

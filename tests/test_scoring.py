@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from attn_utils import additive_score, concat_score, cosine_score, dot_score, general_score, location_score
+from attn_utils.scoring import additive_score, concat_score, cosine_score, dot_score, general_score, location_score
 
 
 def linear(weight) -> nn.Linear:

@@ -7,12 +7,12 @@ import torch
 from torch import nn
 
 from attn_utils.data import load_translation_data
+from attn_utils.registry import build_model
 from attn_utils.seq2seq import (
     Decoder,
     EncoderDecoder,
     Seq2SeqDecoder,
     Seq2SeqEncoder,
-    build_model,
     make_seq2seq,
 )
 

@@ -11,7 +11,8 @@ from torch_reference import copy_into_torch_attention
 from attn_utils.data import load_translation_data
 from attn_utils.decoding import beam_search, greedy_decode
 from attn_utils.evaluate import evaluate_bleu
-from attn_utils.seq2seq import build_model
+from attn_utils.masking import causal_mask
+from attn_utils.registry import build_model
 from attn_utils.train import load_checkpoint, save_checkpoint, train_seq2seq
 from attn_utils.transformer import (
     AddNorm,
@@ -19,7 +20,6 @@ from attn_utils.transformer import (
     TransformerDecoderBlock,
     TransformerEncoder,
     TransformerEncoderBlock,
-    causal_mask,
     greedy_decode_uncached,
     make_transformer,
     transformer_attention,

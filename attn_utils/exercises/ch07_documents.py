@@ -1,7 +1,7 @@
 """Checkers for chapter 7's documents section (hierarchical attention): word attention with a mask,
 and the sentence vectors of a batch of documents.
 
-The expected values come from ``attn_utils.pooling.AttentivePooling`` (with the reader's matrices
+The expected values come from ``attn_utils.pooling.LearnedQueryPooling`` (with the reader's matrices
 loaded) and from ``attn_utils.han.pool_words``, the function the hierarchical attention network uses.
 """
 
@@ -10,14 +10,14 @@ from __future__ import annotations
 import torch
 
 from ..han import pool_words
-from ..pooling import AttentivePooling
+from ..pooling import LearnedQueryPooling
 from .core import Case, register, seeded_randn
 
 
-def _pooling(W: torch.Tensor, b: torch.Tensor, u: torch.Tensor) -> AttentivePooling:
+def _pooling(W: torch.Tensor, b: torch.Tensor, u: torch.Tensor) -> LearnedQueryPooling:
     """Yang et al.'s attention pooling with ``W`` (k, d), ``b`` (k,) and the context vector ``u`` (k,) loaded."""
     k, d = W.shape
-    pooling = AttentivePooling(d, projection_size=k)
+    pooling = LearnedQueryPooling(d, projection_size=k)
     with torch.no_grad():
         pooling.projection.weight.copy_(W)
         pooling.projection.bias.copy_(b)

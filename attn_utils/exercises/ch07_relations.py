@@ -2,7 +2,7 @@
 attention pooling, and SemEval-2010 Task 8's official macro-F1.
 
 The expected values come from the tested code: ``attn_utils.relation.last_states`` (checked in the
-tests against ``torch.nn.LSTM``'s own final states), ``attn_utils.pooling.AttentivePooling`` with the
+tests against ``torch.nn.LSTM``'s own final states), ``attn_utils.pooling.LearnedQueryPooling`` with the
 reader's query loaded (then ``tanh``), and ``attn_utils.relation.semeval_macro_f1``.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from ..data.relations import LABELS
-from ..pooling import AttentivePooling
+from ..pooling import LearnedQueryPooling
 from ..relation import last_states, semeval_macro_f1
 from .core import Case, register, seeded_randn
 
@@ -40,8 +40,8 @@ def last_state_cases(device: torch.device) -> list[Case]:
 
 @torch.no_grad()
 def _zhou(H: torch.Tensor, w: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """``h* = tanh(H alpha^T)``, ``alpha = softmax(w^T tanh(H))`` over the real steps, by AttentivePooling."""
-    pool = AttentivePooling(H.shape[-1]).to(H.dtype)
+    """``h* = tanh(H alpha^T)``, ``alpha = softmax(w^T tanh(H))`` over the real steps, by LearnedQueryPooling."""
+    pool = LearnedQueryPooling(H.shape[-1]).to(H.dtype)
     pool.query.copy_(w)
     return torch.tanh(pool(H, lengths))
 

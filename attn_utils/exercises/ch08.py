@@ -10,9 +10,8 @@ from __future__ import annotations
 import torch
 
 from ..attention import DotProductAttention
-from ..masking import lengths_to_mask
+from ..masking import causal_mask, lengths_to_mask
 from ..positional import sinusoidal_encoding
-from ..transformer import causal_mask
 from .core import Case, register, seeded_randn
 
 

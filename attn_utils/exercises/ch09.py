@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import torch
 
+from ..masking import causal_mask
 from ..multihead import MultiHeadAttention, transpose_qkv
-from ..transformer import causal_mask
 from .core import Case, register, seeded_randn
 
 

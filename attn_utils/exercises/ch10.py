@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from ..transformer import AddNorm, causal_mask
+from ..masking import causal_mask
+from ..transformer import AddNorm
 from .ch09 import multihead_with_weights
 from .core import Case, register, seeded_randn
 

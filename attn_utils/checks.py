@@ -1,0 +1,70 @@
+"""Argument checks that several modules share: each raises ``ValueError`` naming what was expected and what came.
+
+* ``check_tokens``: an integer tensor of token indices ``(batch, steps)``, the input of every
+  translator, language model and sampler;
+* ``check_positive_int``: a count such as a block size;
+* ``check_queries_keys`` and ``check_attention_inputs``: queries, keys (and values) that fit a
+  scoring function or an attention layer.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def check_tokens(X, what: str) -> None:
+    """Raise unless ``X`` is an integer tensor of token indices ``(batch, steps)``; ``what`` names it."""
+    if not isinstance(X, torch.Tensor) or X.dim() != 2 or X.is_floating_point():
+        got = f"shape {tuple(X.shape)}, dtype {X.dtype}" if isinstance(X, torch.Tensor) else type(X).__name__
+        raise ValueError(f"{what} must be an integer tensor of token indices (batch, steps), got {got}")
+
+
+def check_positive_int(name: str, value) -> int:
+    """Return ``value`` if it is an int >= 1 (not a bool), else raise naming the argument ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def check_queries_keys(queries, keys, same_size: bool = False, what: str = "this score") -> None:
+    """Raise ``ValueError`` naming the shapes unless queries (..., Q, dq) and keys (..., K, dk) fit.
+
+    They must be tensors of the same dtype with the same leading (batch) dimensions; with
+    ``same_size=True`` also ``dq == dk``.
+    """
+    for name, t in (("queries", queries), ("keys", keys)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a tensor, got {type(t).__name__}")
+        if t.dim() < 2:
+            raise ValueError(f"{name} must have shape (..., items, features), got {tuple(t.shape)}")
+    q_shape, k_shape = tuple(queries.shape), tuple(keys.shape)
+    if q_shape[:-2] != k_shape[:-2]:
+        raise ValueError(
+            f"queries {q_shape} and keys {k_shape} must have the same leading (batch) "
+            f"dimensions, got {q_shape[:-2]} and {k_shape[:-2]}"
+        )
+    if same_size and q_shape[-1] != k_shape[-1]:
+        raise ValueError(
+            f"{what} needs queries and keys of the same size d; got queries {q_shape} "
+            f"(d={q_shape[-1]}) and keys {k_shape} (d={k_shape[-1]})"
+        )
+    if queries.dtype != keys.dtype:
+        raise ValueError(f"queries ({queries.dtype}) and keys ({keys.dtype}) must have the same dtype")
+
+
+def check_attention_inputs(queries, keys, values, same_size: bool = False, what: str = "this layer") -> None:
+    """Raise ``ValueError`` naming the shapes unless queries, keys and values fit an attention layer."""
+    for name, t in (("queries", queries), ("keys", keys), ("values", values)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a tensor, got {type(t).__name__}")
+        if t.dim() < 3:
+            raise ValueError(f"{name} must have shape (batch, items, features), got {tuple(t.shape)}")
+    check_queries_keys(queries, keys, same_size=same_size, what=what)
+    if values.shape[:-1] != keys.shape[:-1]:
+        raise ValueError(
+            f"keys and values must come in pairs: keys {tuple(keys.shape)} hold {keys.shape[-2]} items, "
+            f"values {tuple(values.shape)} hold {values.shape[-2]}"
+            + ("" if values.shape[:-2] == keys.shape[:-2] else " (and their batch dimensions differ)")
+        )
+    if values.dtype != queries.dtype:
+        raise ValueError(f"values ({values.dtype}) must have the dtype of queries and keys ({queries.dtype})")
