@@ -27,7 +27,8 @@ help:
 	@echo "make book         build the book into _build/html"
 	@echo "make test         lint + book build with warnings as errors + unit tests + every notebook (nbval)"
 	@echo "                  + the browser test of every page"
-	@echo "make lint         ruff over attn_utils, tests, tools, benchmarks and the notebooks"
+	@echo "make lint         ruff over attn_utils, tests, tools, benchmarks and the notebooks;"
+	@echo "                  actionlint (with ShellCheck) over the GitHub workflows"
 	@echo "make check-site   the browser test alone, on the book as last built"
 	@echo "make execute      re-run every notebook at the book budget and store its outputs (NB=path for one)"
 	@echo "make student      write the student edition (no solutions) into editions/student"
@@ -38,7 +39,7 @@ help:
 # d2l is a test-time reference only, installed without its pinned numpy/matplotlib.
 $(STAMP): requirements.txt requirements-dev.txt constraints-cpu.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q $(CONSTRAINTS) -r requirements-dev.txt -e .
+	$(BIN)/python -m pip install -q --no-compile $(CONSTRAINTS) -r requirements-dev.txt -e .
 	$(BIN)/python -m pip install -q --no-deps d2l==1.0.3
 	@touch $@
 
@@ -65,8 +66,12 @@ browser:
 check-site: browser
 	CHROMIUM=$$(command -v $(CHROMIUM)) $(BIN)/python -m pytest -q tests/test_browser.py
 
+# actionlint checks the workflows (syntax, expressions, action inputs and versions) and their run: steps
+# with the environment's own ShellCheck, never whichever one is on PATH, and without pyflakes (no step
+# runs Python as its shell): the same findings on every machine.
 lint: $(STAMP)
 	$(BIN)/ruff check attn_utils tests tools benchmarks chapters
+	$(BIN)/actionlint -shellcheck=$(BIN)/shellcheck -pyflakes= .github/workflows/*.yml
 
 book: web-assets
 	$(BIN)/jupyter-book build . $(JB_FLAGS)

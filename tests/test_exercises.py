@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import nbformat
@@ -33,6 +34,24 @@ def _function(source: str):
 
 def test_every_checker_belongs_to_a_notebook_exercise_and_back():
     assert sorted(exercises.labels()) == LABELS
+
+
+CHECKER_FILES = sorted((ROOT / "attn_utils" / "exercises").glob("ch[0-9][0-9]*.py"))
+
+
+def test_checker_modules_are_discovered_not_listed():
+    """Every ``chNN*.py`` in attn_utils/exercises is imported by the package, in sorted order."""
+    assert len(CHECKER_FILES) >= 11
+    assert list(exercises.CHECKER_MODULES) == [p.stem for p in CHECKER_FILES]
+    for path in CHECKER_FILES:
+        assert f"attn_utils.exercises.{path.stem}" in sys.modules, f"{path.name} is not imported"
+
+
+@pytest.mark.parametrize("path", CHECKER_FILES, ids=[p.stem for p in CHECKER_FILES])
+def test_each_checker_module_registers_its_exercises(path):
+    registered = re.findall(r"""^@register\(\s*["']([\w-]+)["']""", path.read_text(encoding="utf-8"), re.MULTILINE)
+    assert registered, f"{path.name} registers no exercise (@register(\"chNN-label\"))"
+    assert set(registered) <= set(exercises.labels()), f"{path.name}'s exercises are not registered"
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=[p.name for p in CHAPTERS])

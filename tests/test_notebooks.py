@@ -161,8 +161,8 @@ def test_setup_tool_writes_and_checks(tmp_path):
     assert notebook_setup.write([path]) == []  # idempotent
 
 
-TRAINERS = re.compile(r"\b(budget|fit|train_seq2seq|train_classifier|train_language_model|train_and_score|"
-                      r"compare_translators)\(")
+TRAINERS = re.compile(r"\b(budget|attn_utils\.fit|train_seq2seq|train_classifier|train_language_model|"
+                      r"train_and_score|compare_translators)\(")
 
 
 def _output_text(cell: dict) -> str:
