@@ -24,6 +24,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .budgets import budget_name
+from .checks import check_positive_int
 
 SCHEDULES = ("linear", "constant")
 OPTIMIZERS = ("adam", "sgd")
@@ -112,8 +113,8 @@ def describe_budget(max_steps: int | None, time_budget: float | None) -> str:
 def _check_budget(max_steps, time_budget) -> None:
     if max_steps is None and time_budget is None:
         raise ValueError("give a budget: max_steps (an int > 0) and/or time_budget (seconds > 0); got neither")
-    if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
-        raise ValueError(f"max_steps must be a positive int, got {max_steps!r}")
+    if max_steps is not None:
+        check_positive_int("max_steps", max_steps)
     if time_budget is not None and not (isinstance(time_budget, (int, float)) and time_budget > 0):
         raise ValueError(f"time_budget must be a positive number of seconds, got {time_budget!r}")
 
@@ -154,8 +155,8 @@ def fit(model: nn.Module, step_loss: Callable[[nn.Module, int], object], *, max_
     _check_budget(max_steps, time_budget)
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
-    if eval_every is not None and (not isinstance(eval_every, int) or eval_every < 1):
-        raise ValueError(f"eval_every must be a positive int or None, got {eval_every!r}")
+    if eval_every is not None:
+        check_positive_int("eval_every", eval_every)
     if (eval_points or eval_every) and evaluate is None:
         raise ValueError("eval_points/eval_every need an evaluate function")
     opt = _optimizer(model, optimizer, lr, betas, weight_decay)

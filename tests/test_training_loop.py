@@ -154,7 +154,7 @@ def test_bad_arguments_are_value_errors():
     def loss(m, s):
         return m.w ** 2
 
-    for kwargs, message in [({}, "give a budget"), ({"max_steps": 0}, "max_steps must be a positive int, got 0"),
+    for kwargs, message in [({}, "give a budget"), ({"max_steps": 0}, "max_steps must be a positive integer, got 0"),
                             ({"max_steps": 2.5}, "max_steps must be a positive int"),
                             ({"time_budget": -1}, "time_budget must be a positive number"),
                             ({"max_steps": 2, "schedule": "cosine"}, "schedule must be one of"),
