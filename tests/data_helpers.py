@@ -1,8 +1,10 @@
-"""A tiny synthetic ``fra.txt`` for the data tests, so every code path runs without the real file."""
+"""Helpers of the data tests: a tiny synthetic ``fra.txt`` (every code path runs without the real file) and
+canvas regions of the digit canvases."""
 
 from __future__ import annotations
 
 from attn_utils.data import generate_grammar
+from attn_utils.data.digits import REGION
 
 # Lines the parser must skip and count: no tab, empty English, empty French, four fields.
 MALFORMED_LINES = ["no tab on this line", "\tPersonne.", "Nobody.\t", "a\tb\tc\td"]
@@ -36,3 +38,9 @@ def write_fra(folder, num_pairs: int = 300, text: str | None = None):
     path = folder / "fra.txt"
     path.write_text(synthetic_fra_text(num_pairs) if text is None else text, encoding="utf-8")
     return path
+
+
+def canvas_region(images, index: int, grid: int = 3):
+    """Region ``index`` (row-major) of canvases ``(n, 1, grid * REGION, grid * REGION)``: ``(n, REGION, REGION)``."""
+    r, c = divmod(index, grid)
+    return images[:, 0, r * REGION:(r + 1) * REGION, c * REGION:(c + 1) * REGION]

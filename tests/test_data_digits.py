@@ -4,22 +4,16 @@ from __future__ import annotations
 
 import pytest
 import torch
+from data_helpers import canvas_region
 
 from attn_utils.data.digits import (
     DIGIT,
     MARGIN,
-    REGION,
     canvas_layout,
     digit_split,
     load_digit_images,
     make_digit_canvases,
 )
-
-
-def _region(images, index, grid=3):
-    r, c = divmod(index, grid)
-    return images[:, 0, r * REGION:(r + 1) * REGION, c * REGION:(c + 1) * REGION]
-
 
 # ---- data ------------------------------------------------------------------------------------------
 
@@ -45,7 +39,7 @@ def test_evidence_region_holds_the_labelled_digit_inside_the_full_frame():
     assert torch.equal(evidence, evidence2)
     source, targets = load_digit_images()
     for n in range(num):
-        region = _region(images[n:n + 1], int(evidence[n]), grid)[0]
+        region = canvas_region(images[n:n + 1], int(evidence[n]), grid)[0]
         inner = region[MARGIN:MARGIN + DIGIT, MARGIN:MARGIN + DIGIT]
         digit = int(digit_ids[n, evidence[n]])
         assert torch.equal(inner, torch.from_numpy(source[digit]))  # the digit image itself
@@ -55,12 +49,12 @@ def test_evidence_region_holds_the_labelled_digit_inside_the_full_frame():
     # exactly one full frame per canvas, exactly two broken frames (3 sides lit, one side dark)
     assert bool(((frames == 1).sum(1) == 1).all()) and bool(((frames >= 2).sum(1) == 2).all())
     n, k = torch.nonzero(frames >= 2)[0].tolist()
-    region = _region(images[n:n + 1], k, grid)[0]
+    region = canvas_region(images[n:n + 1], k, grid)[0]
     sides = [region[0, 1:-1], region[-1, 1:-1], region[1:-1, 0], region[1:-1, -1]]
     lit = [bool((s == 1.0).all()) for s in sides]
     assert sum(lit) == 3 and not lit[int(frames[n, k]) - 2]
     plain = torch.nonzero(frames == 0)[0].tolist()
-    margin = _region(images[plain[0]:plain[0] + 1], plain[1], grid)[0].clone()
+    margin = canvas_region(images[plain[0]:plain[0] + 1], plain[1], grid)[0].clone()
     margin[MARGIN:MARGIN + DIGIT, MARGIN:MARGIN + DIGIT] = 0
     assert float(margin.abs().sum()) == 0.0  # no frame: a dark margin
 

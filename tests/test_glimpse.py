@@ -12,8 +12,10 @@ from torch.nn import functional as F
 
 matplotlib.use("Agg")
 
+from data_helpers import canvas_region
+
 from attn_utils.classify import accuracy, train_classifier
-from attn_utils.data.digits import REGION, make_digit_canvases
+from attn_utils.data.digits import make_digit_canvases
 from attn_utils.glimpse import (
     GlimpseClassifier,
     count_flops,
@@ -23,12 +25,6 @@ from attn_utils.glimpse import (
     show_glimpses,
     soft_context,
 )
-
-
-def _region(images, index, grid=3):
-    r, c = divmod(index, grid)
-    return images[:, 0, r * REGION:(r + 1) * REGION, c * REGION:(c + 1) * REGION]
-
 
 # ---- model ----------------------------------------------------------------------------------------
 
@@ -75,7 +71,7 @@ def test_soft_and_hard_forward_against_a_hand_written_reference():
         for n in range(3):
             scores, feats = [], []
             for i in range(9):
-                region = _region(images[n:n + 1], i)[0]  # (10, 10)
+                region = canvas_region(images[n:n + 1], i)[0]  # (10, 10)
                 g = region.reshape(5, 2, 5, 2).mean(dim=(1, 3)).reshape(25)  # 2x2 block means
                 scores.append(w @ torch.tanh(W @ g + b))
                 digit = region[1:9, 1:9].reshape(1, 1, 8, 8)
@@ -88,7 +84,7 @@ def test_soft_and_hard_forward_against_a_hand_written_reference():
             torch.testing.assert_close(hard(images[n:n + 1])[0], hard.classifier(feats[chosen]), rtol=1e-5, atol=1e-5)
 
 
-def test_uniform_model_ignores_the_frames_and_hard_reads_one_region():
+def test_uniform_model_ignores_the_frames_and_hard_reads_onecanvas_region():
     torch.manual_seed(0)
     images, _, _ = make_digit_canvases(4, seed=2)
     unframed = images.clone()
