@@ -27,6 +27,7 @@ from .budgets import budget_name
 from .checks import check_positive_int
 
 SCHEDULES = ("linear", "constant")
+_SUMMARY_LABELS = {"val_bleu": ("validation BLEU", ".1f"), "val_accuracy": ("validation accuracy", ".3f")}
 OPTIMIZERS = ("adam", "sgd")
 
 
@@ -88,7 +89,8 @@ class History:
             text += f", {self.tokens_per_second:,.0f} target tokens/s"
         text += f"; final loss {self.loss[-1]:.3f}"
         for name, values in self.evals.items():
-            text += f"; {name.replace('_', ' ')} {values[-1]:.3g}"
+            label, spec = _SUMMARY_LABELS.get(name, (name.replace("_", " "), ".4g"))
+            text += f"; {label} {values[-1]:{spec}}"
         return text
 
     def to_dict(self) -> dict:

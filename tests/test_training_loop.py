@@ -165,3 +165,13 @@ def test_bad_arguments_are_value_errors():
             fit(model, loss, progress=False, **kwargs)
     with pytest.raises(ValueError, match="step_loss must return a loss tensor .* got float"):
         fit(model, lambda m, s: 1.0, max_steps=1, progress=False)
+
+
+def test_summary_names_the_evaluations():
+    history = History(steps=[1, 2], loss=[3.5, 3.04], lr=[1e-3, 1e-3], seconds=[75.0, 150.0],
+                      metrics={"tokens": [177_075, 177_075]}, eval_steps=[2], evals={"val_bleu": [10.43]},
+                      train_seconds=150.0)
+    assert history.summary() == "2 steps in 150 s, 2,361 target tokens/s; final loss 3.040; validation BLEU 10.4"
+    history.evals = {"val_accuracy": [0.98765]}
+    assert history.summary().endswith("; validation accuracy 0.988")
+    assert History().summary() == "no steps"
