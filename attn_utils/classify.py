@@ -16,6 +16,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .checks import check_positive_int
 from .training_loop import History, fit
 
 
@@ -55,8 +56,7 @@ def train_classifier(model: nn.Module, inputs: Sequence[torch.Tensor], labels: t
     """
     inputs = tuple(inputs)
     _check_inputs(inputs, labels)
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    check_positive_int("batch_size", batch_size)
     device = next(model.parameters()).device
     generator = torch.Generator().manual_seed(seed)
     num = labels.shape[0]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import torch
 from torch import nn
@@ -94,14 +94,11 @@ class History:
         return text
 
     def to_dict(self) -> dict:
-        return {"steps": self.steps, "loss": self.loss, "lr": self.lr, "seconds": self.seconds,
-                "metrics": self.metrics, "eval_steps": self.eval_steps, "evals": self.evals,
-                "train_seconds": self.train_seconds}
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> History:
-        return cls(**{k: d[k] for k in ("steps", "loss", "lr", "seconds", "metrics", "eval_steps", "evals",
-                                        "train_seconds")})
+        return cls(**d)
 
 
 def describe_budget(max_steps: int | None, time_budget: float | None) -> str:
