@@ -13,7 +13,8 @@ chapter                                  modules                                
 4   Encoder–decoder without attention    ``seq2seq``, ``decoding``, ``evaluate``,     ``exercises.ch04``
                                          ``metrics``, ``train``
 5   Bahdanau attention                   ``bahdanau``                                 ``exercises.ch05``
-6   Luong attention                      ``luong``, ``registry``, ``compare``         ``exercises.ch06``
+6   Luong attention                      ``luong``, ``registry``, ``compare``,        ``exercises.ch06``
+                                         ``stored_results``
 7   Attention beyond translation         ``classify``, ``pooling``, ``packed``         (one per section:)
 7a  Soft and hard attention              ``glimpse``, ``data.digits``                 ``exercises.ch07_images``
 7b  Relation classification              ``relation``, ``data.relations``,            ``exercises.ch07_relations``

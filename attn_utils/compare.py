@@ -1,33 +1,79 @@
 """Train several translators on the same data with the same budget and tabulate what they achieve.
 
-``registry.TRANSLATORS`` names the models chapters 4–6 compare; ``compare_translators`` trains each with
-``train_seq2seq`` (same data, same seed, same budget) and returns one row per model: parameters,
+``registry.TRANSLATORS`` names the models chapters 4–6 and 10 compare; ``compare_translators`` trains each
+with ``train_seq2seq`` (same data, same seed, same budget) and returns one row per model: parameters,
 steps, seconds of training, seconds per epoch (the measured time per step times the steps an
 epoch of the training set takes), test BLEU and, on corpora with gold alignments, the alignment
-error rate of its attention. ``benchmarks/compare_translators.py`` runs it at full size.
+error rate of its attention.
+
+``BOOK_RECIPES`` holds how each translator is sized and trained on Tatoeba at the book budget: the
+chapters train one seed with it live, and ``benchmarks/compare_translators.py`` trains three seeds of
+each and stores them (``stored_results``). Every model gets the same steps and batch; the learning
+rate and warm-up are each model's best of the same small sweep (kept in the stored file).
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from .device import get_device, set_seed
-from .evaluate import alignment_error, evaluate_bleu
-from .registry import TRANSLATORS, build_translator
+from .evaluate import alignment_error, bleu_report, evaluate_bleu
+from .registry import CHAPTER_6_TRANSLATORS, build_translator
 from .seq2seq import EncoderDecoder
 from .train import train_seq2seq
 
+#: The book budget of the Tatoeba translators: the same steps of the same batch for every model.
+BOOK_STEPS = 3000
+BOOK_BATCH = 64
 
-def train_and_score(name: str, data, *, embed_size: int = 256, num_hiddens: int = 256, num_layers: int = 2,
-                    window: int = 2, seed: int = 0, device=None, split: str = "test",
-                    **train_kwargs) -> tuple[EncoderDecoder, dict]:
+
+class Recipe(NamedTuple):
+    """How one translator is built (``model``: ``build_translator`` options) and trained (``train``:
+    ``train_seq2seq`` options besides the budget) at the book budget."""
+
+    model: dict
+    train: dict
+
+
+BOOK_RECIPES = {
+    "no attention": Recipe({"num_layers": 1}, {"lr": 5e-3, "warmup": 100}),
+    "Bahdanau": Recipe({}, {"lr": 5e-3, "warmup": 100}),
+    "Luong dot": Recipe({"num_layers": 1}, {"lr": 5e-3, "warmup": 100}),
+    "Luong general": Recipe({"num_layers": 1}, {"lr": 5e-3, "warmup": 100}),
+    "Luong concat": Recipe({"num_layers": 1}, {"lr": 5e-3, "warmup": 100}),
+    "Luong local-m": Recipe({"num_layers": 1, "window": 2}, {"lr": 5e-3, "warmup": 100}),
+    "Luong local-p": Recipe({"num_layers": 1, "window": 2}, {"lr": 5e-3, "warmup": 100}),
+    "Luong general, unscaled": Recipe({"num_layers": 1}, {"lr": 5e-3, "warmup": 100}),
+    "Luong uniform": Recipe({"num_layers": 1}, {"lr": 5e-3, "warmup": 100}),
+    "Luong general, 2 layers": Recipe({}, {"lr": 5e-3, "warmup": 100}),
+    "Luong general, no feeding": Recipe({"num_layers": 1}, {"lr": 5e-3, "warmup": 100}),
+    "Transformer": Recipe({"num_hiddens": 256, "dropout": 0.1}, {"lr": 2e-3, "warmup": 200}),
+}
+
+
+def book_settings(name: str, max_steps: int = BOOK_STEPS) -> dict:
+    """``train_and_score`` keyword arguments of ``name``'s book recipe (``max_steps`` steps of ``BOOK_BATCH``)."""
+    if name not in BOOK_RECIPES:
+        raise ValueError(f"name must be one of {list(BOOK_RECIPES)}, got {name!r}")
+    recipe = BOOK_RECIPES[name]
+    return {**recipe.model, **recipe.train, "max_steps": max_steps, "batch_size": BOOK_BATCH}
+
+
+def train_and_score(name: str, data, *, embed_size: int = 256, num_hiddens: int = 256, num_layers: int = 1,
+                    window: int = 2, seed: int = 0, device=None, split: str = "test", dropout: float | None = None,
+                    num_samples: int | None = None, **train_kwargs) -> tuple[EncoderDecoder, dict]:
     """Build, train (``train_seq2seq(**train_kwargs)``) and score one model: ``(model, row)``.
 
-    ``device=None`` means ``get_device()`` (a GPU when there is one).
+    ``device=None`` means ``get_device()`` (a GPU when there is one); ``dropout`` is passed to the
+    builder when given. With ``num_samples``, the row also holds ``bleu_report``'s bootstrap intervals
+    and multi-reference BLEU, and, when validation BLEU was measured (``eval_points``), the learning
+    ``curve``: steps, seconds of training and validation BLEU at each evaluation.
     """
     set_seed(seed)
     device = get_device() if device is None else device
-    model = build_translator(name, data, embed_size, num_hiddens, num_layers, window, device)
+    options = {} if dropout is None else {"dropout": dropout}
+    model = build_translator(name, data, embed_size, num_hiddens, num_layers, window, device, **options)
     train_kwargs.setdefault("eval_points", 0)
     history = train_seq2seq(model, data, seed=seed, **train_kwargs)
     batch_size = train_kwargs.get("batch_size", 128)
@@ -41,18 +87,23 @@ def train_and_score(name: str, data, *, embed_size: int = 256, num_hiddens: int 
         "bleu": evaluate_bleu(model, data, split),
         "aer": None,
     }
+    if num_samples is not None:
+        row.update(seed=seed, **bleu_report(model, data, split, num_samples=num_samples, seed=seed))
+        steps, bleus = history.curve("val_bleu") if "val_bleu" in history.evals else ([], [])
+        row["curve"] = {"steps": list(steps), "seconds": [history.seconds[s - 1] for s in steps],
+                        "val_bleu": list(bleus)}
     if data.pairs(split).alignments is not None and model.decoder.has_attention:
         row["aer"] = alignment_error(model, data, split)
     return model, row
 
 
 def compare_translators(data, names=None, **kwargs) -> tuple[dict, list[dict]]:
-    """Train every model of ``names`` (default: all of ``TRANSLATORS``) with the same settings.
+    """Train every model of ``names`` (default: chapter 6's seven, ``CHAPTER_6_TRANSLATORS``) with the same settings.
 
     Returns ``(models, rows)``: the trained models by name and one row each (see ``train_and_score``).
     """
     models, rows = {}, []
-    for name in names or TRANSLATORS:
+    for name in names or CHAPTER_6_TRANSLATORS:
         models[name], row = train_and_score(name, data, **kwargs)
         rows.append(row)
     return models, rows

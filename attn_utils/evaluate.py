@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from .decoding import decode
-from .metrics import attention_aer, corpus_bleu
+from .metrics import attention_aer, bootstrap_bleu, corpus_bleu
 
 
 @dataclass
@@ -74,10 +74,50 @@ def translate_split(model, data, split: str = "test", **kwargs) -> tuple[list[st
     return hypotheses, references
 
 
-def evaluate_bleu(model, data, split: str = "test", **kwargs) -> float:
-    """Corpus BLEU (0–100) on ``split``: one reference per pair, as in the course's targets."""
-    hypotheses, references = translate_split(model, data, split, **kwargs)
-    return corpus_bleu(hypotheses, references)
+def group_references(hypotheses, references, sources) -> tuple[list[str], list[list[str]]]:
+    """One hypothesis per distinct source with *all* its references, for multi-reference BLEU.
+
+    ``hypotheses``, ``references`` and ``sources`` (strings) are parallel, one entry per pair, as
+    ``translate_split`` gives them; a source's pairs all carry the same hypothesis (it is decoded once).
+    """
+    if not len(hypotheses) == len(references) == len(sources):
+        raise ValueError(f"expected as many hypotheses, references and sources, got {len(hypotheses)}, "
+                         f"{len(references)} and {len(sources)}")
+    grouped: dict[str, tuple[str, list[str]]] = {}
+    for hyp, ref, src in zip(hypotheses, references, sources):
+        grouped.setdefault(src, (hyp, []))[1].append(ref)
+    return [hyp for hyp, _ in grouped.values()], [refs for _, refs in grouped.values()]
+
+
+def evaluate_bleu(model, data, split: str = "test", references: str = "single", **kwargs) -> float:
+    """Corpus BLEU (0–100) on ``split``, greedy unless ``kwargs`` ask for a beam.
+
+    ``references="single"``: one reference per pair, each pair scored (the course's targets);
+    ``"all"``: multi-reference BLEU, each distinct English sentence scored once against all of its
+    French translations in the split (splits keep an English sentence's pairs together).
+    """
+    if references not in ("single", "all"):
+        raise ValueError(f"references must be 'single' or 'all', got {references!r}")
+    hypotheses, refs = translate_split(model, data, split, **kwargs)
+    if references == "all":
+        hypotheses, refs = group_references(hypotheses, refs, [" ".join(s) for s in data.pairs(split).src])
+    return corpus_bleu(hypotheses, refs)
+
+
+def bleu_report(model, data, split: str = "test", num_samples: int = 1000, seed: int = 0, **kwargs) -> dict:
+    """Single- and multi-reference BLEU on ``split`` with bootstrap 95 % intervals (``bootstrap_bleu``).
+
+    Returns ``{"bleu", "bleu_low", "bleu_high", "multi_bleu", "multi_low", "multi_high", "pairs",
+    "sentences"}``: ``pairs`` scored with one reference each, ``sentences`` distinct English sentences
+    scored against all their references. The model translates each sentence once for both.
+    """
+    hypotheses, refs = translate_split(model, data, split, **kwargs)
+    single = bootstrap_bleu(hypotheses, refs, num_samples, seed=seed)
+    grouped_hyps, grouped_refs = group_references(hypotheses, refs, [" ".join(s) for s in data.pairs(split).src])
+    multi = bootstrap_bleu(grouped_hyps, grouped_refs, num_samples, seed=seed)
+    return {"bleu": single.bleu, "bleu_low": single.low, "bleu_high": single.high, "multi_bleu": multi.bleu,
+            "multi_low": multi.low, "multi_high": multi.high, "pairs": len(hypotheses),
+            "sentences": len(grouped_hyps)}
 
 
 def bleu_by_length(hypotheses, references, lengths, buckets) -> list[dict]:

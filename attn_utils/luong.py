@@ -3,7 +3,9 @@
 At target step ``t`` (counted from 0) the stacked GRU decoder produces its top state ``h_t``; then
 
 * scores ``score(h_t, h̄_s)`` against every encoder state ``h̄_s``: ``dot`` ``h_tᵀ h̄_s``,
-  ``general`` ``h_tᵀ W_a h̄_s`` or ``concat`` ``v_aᵀ tanh(W_a [h_t; h̄_s])``;
+  ``general`` ``h_tᵀ W_a h̄_s`` or ``concat`` ``v_aᵀ tanh(W_a [h_t; h̄_s])``; ``uniform`` (0 for
+  every position: equal weights) is the ablation that keeps everything of the model but the choice
+  of where to look;
 * weights ``a_t = softmax(scores)`` (global attention), or local attention: only the positions
   ``s`` of the window ``|s − p_t| ≤ D`` count (the softmax runs over the window; the rest get
   exactly 0), with the centre
@@ -19,9 +21,16 @@ At target step ``t`` (counted from 0) the stacked GRU decoder produces its top s
   ``softmax(W_s h̃_t)``;
 * input feeding: the next step's GRU input is ``[E y_t; h̃_t]``, so the decoder knows where it
   looked before. Without it, all target steps are computed at once.
+
+``scaled=True`` divides the dot and general scores by ``sqrt(h)``, as Vaswani et al. (2017) do. The
+paper does not; chapter 6 measures why this course's GRU translators need it: on states whose entries
+are near ±1 the unscaled scores start so large that the softmax is already one-hot, and its gradient
+too small for attention to learn where to look.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import nn
@@ -37,7 +46,7 @@ from .seq2seq import (
     source_lengths,
 )
 
-SCORES = ("dot", "general", "concat")
+SCORES = ("dot", "general", "concat", "uniform")
 LOCAL_MODES = (None, "monotonic", "predictive")
 
 
@@ -82,7 +91,7 @@ class LuongDecoder(Decoder):
 
     def __init__(self, vocab_size: int, embed_size: int, num_hiddens: int, num_layers: int = 2,
                  score: str = "general", local: str | None = None, window: int = 5, input_feeding: bool = True,
-                 dropout: float = 0.0):
+                 dropout: float = 0.0, scaled: bool = False):
         super().__init__()
         if score not in SCORES:
             raise ValueError(f"score must be one of {SCORES}, got {score!r}")
@@ -92,7 +101,7 @@ class LuongDecoder(Decoder):
             raise ValueError(f"window (D) must be a positive int for local attention, got {window!r}")
         h = num_hiddens
         self.num_hiddens, self.score_name, self.local, self.window = h, score, local, window
-        self.input_feeding = input_feeding
+        self.input_feeding, self.scaled = input_feeding, scaled
         self.embedding = nn.Embedding(vocab_size, embed_size)
         self.rnn = nn.GRU(embed_size + (h if input_feeding else 0), h, num_layers,
                           dropout=dropout if num_layers > 1 else 0)
@@ -121,12 +130,16 @@ class LuongDecoder(Decoder):
         return enc, lens, hidden, torch.zeros_like(hidden[-1]), 0
 
     def score(self, h_t: torch.Tensor, enc: torch.Tensor) -> torch.Tensor:
-        """``score(h_t, h̄_s)`` for queries (batch, Q, h) and encoder states (batch, src, h): (batch, Q, src)."""
+        """``score(h_t, h̄_s)`` for queries (batch, Q, h) and encoder states (batch, src, h): (batch, Q, src);
+        dot and general divided by ``sqrt(h)`` when ``scaled``."""
+        if self.score_name == "concat":
+            return concat_score(h_t, enc, self.W_a, self.v_a)  # bounded by tanh: never scaled
+        if self.score_name == "uniform":
+            return h_t.new_zeros(h_t.shape[0], h_t.shape[1], enc.shape[1])  # (batch, Q, src)
+        scale = 1.0 / math.sqrt(self.num_hiddens) if self.scaled else 1.0
         if self.score_name == "dot":
-            return dot_score(h_t, enc, scale=1.0)
-        if self.score_name == "general":
-            return general_score(h_t, enc, self.W_a)
-        return concat_score(h_t, enc, self.W_a, self.v_a)
+            return dot_score(h_t, enc, scale=scale)
+        return general_score(h_t, enc, self.W_a) * scale
 
     def centre(self, h_t: torch.Tensor, lens: torch.Tensor, first_step: int) -> torch.Tensor | None:
         """``p_t`` for queries (batch, Q, h) at steps ``first_step, ...``: (batch, Q), or None (global)."""
@@ -173,12 +186,12 @@ class LuongDecoder(Decoder):
 
 def make_luong(src_vocab_size: int, tgt_vocab_size: int, embed_size: int = 256, num_hiddens: int = 256,
                num_layers: int = 2, score: str = "general", local: str | None = None, window: int = 5,
-               input_feeding: bool = True, dropout: float = 0.0) -> EncoderDecoder:
+               input_feeding: bool = True, dropout: float = 0.0, scaled: bool = False) -> EncoderDecoder:
     """Luong et al.'s translator: chapter 4's ``Seq2SeqEncoder`` and a ``LuongDecoder``, config recorded."""
     config = dict(kind="luong", src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
                   embed_size=embed_size, num_hiddens=num_hiddens, num_layers=num_layers, score=score, local=local,
-                  window=window, input_feeding=input_feeding, dropout=dropout)
+                  window=window, input_feeding=input_feeding, dropout=dropout, scaled=scaled)
     encoder = Seq2SeqEncoder(src_vocab_size, embed_size, num_hiddens, num_layers, dropout)
     decoder = LuongDecoder(tgt_vocab_size, embed_size, num_hiddens, num_layers, score, local, window,
-                           input_feeding, dropout)
+                           input_feeding, dropout, scaled)
     return EncoderDecoder(encoder, decoder, config)

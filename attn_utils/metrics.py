@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import math
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 import torch
 
@@ -47,6 +48,16 @@ def corpus_bleu(hypotheses: Sequence, references: Sequence, max_order: int = 4, 
     """
     if smooth not in ("exp", "none"):
         raise ValueError(f"smooth must be 'exp' or 'none', got {smooth!r}")
+    statistics = bleu_statistics(hypotheses, references, max_order)
+    return bleu_from_statistics(statistics.sum(dim=0), max_order, smooth)
+
+
+def bleu_statistics(hypotheses: Sequence, references: Sequence, max_order: int = 4) -> torch.Tensor:
+    """Each sentence's BLEU counts: a ``(sentences, 2 * max_order + 2)`` integer tensor whose row holds the
+    clipped n-gram matches for n = 1..max_order, the n-gram totals, the hypothesis length and the
+    (closest) reference length. Corpus BLEU is ``bleu_from_statistics`` of their sum over any set of
+    rows, which is what makes bootstrap resampling cheap (``bootstrap_bleu``).
+    """
     if isinstance(hypotheses, str) or isinstance(references, str):
         raise ValueError("corpus_bleu takes a list of hypotheses and a list of references, got a single string")
     if len(hypotheses) != len(references):
@@ -54,8 +65,7 @@ def corpus_bleu(hypotheses: Sequence, references: Sequence, max_order: int = 4, 
                          f"{len(hypotheses)} hypotheses and {len(references)} references")
     if not hypotheses:
         raise ValueError("corpus_bleu needs at least one hypothesis, got none")
-    correct, total = [0] * max_order, [0] * max_order
-    sys_len = ref_len = 0
+    rows = []
     for hyp, refs in zip(hypotheses, references):
         hyp_tokens = _tokens(hyp, "a hypothesis")
         refs = [refs] if isinstance(refs, str) else list(refs)
@@ -69,12 +79,51 @@ def corpus_bleu(hypotheses: Sequence, references: Sequence, max_order: int = 4, 
             ref_tokens = ref.split()
             ref_lens.append(len(ref_tokens))
             ref_ngrams |= _ngram_counts(ref_tokens, max_order)  # max count over references
-        sys_len += len(hyp_tokens)
-        ref_len += _closest_ref_len(len(hyp_tokens), ref_lens)
+        correct, total = [0] * max_order, [0] * max_order
         for ngram, count in _ngram_counts(hyp_tokens, max_order).items():
             total[len(ngram) - 1] += count
             correct[len(ngram) - 1] += min(count, ref_ngrams[ngram])
-    return _bleu_from_statistics(correct, total, sys_len, ref_len, smooth)
+        rows.append(correct + total + [len(hyp_tokens), _closest_ref_len(len(hyp_tokens), ref_lens)])
+    return torch.tensor(rows, dtype=torch.long)
+
+
+def bleu_from_statistics(statistics: torch.Tensor, max_order: int = 4, smooth: str = "exp") -> float:
+    """Corpus BLEU (0–100) from summed ``bleu_statistics`` (one row of ``2 * max_order + 2`` counts)."""
+    if smooth not in ("exp", "none"):
+        raise ValueError(f"smooth must be 'exp' or 'none', got {smooth!r}")
+    counts = [int(c) for c in statistics.tolist()]
+    if len(counts) != 2 * max_order + 2:
+        raise ValueError(f"expected {2 * max_order + 2} summed counts for max_order={max_order}, got {len(counts)}")
+    return _bleu_from_statistics(counts[:max_order], counts[max_order:2 * max_order], counts[-2], counts[-1],
+                                 smooth)
+
+
+class BleuInterval(NamedTuple):
+    """Corpus BLEU with a bootstrap confidence interval (``low``, ``high``), all 0–100."""
+
+    bleu: float
+    low: float
+    high: float
+
+
+def bootstrap_bleu(hypotheses: Sequence, references: Sequence, num_samples: int = 1000, confidence: float = 0.95,
+                   seed: int = 0, max_order: int = 4) -> BleuInterval:
+    """Corpus BLEU and its percentile bootstrap interval (Koehn, 2004): the sentences are resampled
+    with replacement ``num_samples`` times and BLEU recomputed on each resample; ``low`` and ``high``
+    are the ``(1 ± confidence) / 2`` quantiles of those scores. Seeded, so the interval is reproducible.
+    """
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be between 0 and 1, got {confidence!r}")
+    if not isinstance(num_samples, int) or num_samples < 1:
+        raise ValueError(f"num_samples must be a positive int, got {num_samples!r}")
+    statistics = bleu_statistics(hypotheses, references, max_order)  # (sentences, 2 * max_order + 2)
+    generator = torch.Generator().manual_seed(seed)
+    picks = torch.randint(len(statistics), (num_samples, len(statistics)), generator=generator)
+    sums = statistics[picks].sum(dim=1)  # (samples, sentences, counts) -> (samples, counts)
+    scores = torch.tensor([bleu_from_statistics(row, max_order) for row in sums], dtype=torch.float64)
+    tail = (1 - confidence) / 2
+    low, high = torch.quantile(scores, torch.tensor([tail, 1 - tail], dtype=torch.float64)).tolist()
+    return BleuInterval(bleu_from_statistics(statistics.sum(dim=0), max_order), low, high)
 
 
 def _bleu_from_statistics(correct, total, sys_len, ref_len, smooth) -> float:

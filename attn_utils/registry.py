@@ -25,25 +25,45 @@ MODEL_BUILDERS = {
 
 
 class Translator(NamedTuple):
-    """A translator of the comparison: the ``kind`` of model, which of the shared sizes it takes (besides
-    ``embed_size`` and ``num_hiddens``, which all take) and the options it is built with."""
+    """A translator of the comparison: the ``kind`` of model, which of the shared sizes (``embed_size``,
+    ``num_hiddens``, ``num_layers``, ``window``) it takes and the options it is built with."""
 
     kind: str
     sizes: tuple[str, ...]
     options: dict
 
 
-#: name -> Translator, the models chapters 4–6 compare. Bahdanau's translator has one layer (a bidirectional
-#: encoder), as in the paper; only the local models have a window.
+#: name -> Translator, the models chapters 4–6 and 10 compare. Bahdanau's translator has one layer (a bidirectional
+#: encoder), as in the paper; only the local models have a window. The Luong models with dot and general scores
+#: divide them by sqrt(h) (``scaled``): chapter 6 measures why, and what the paper's unscaled scores do
+#: ("Luong general, unscaled"). "Luong uniform" gives every source position the same weight: the ablation
+#: that keeps all of the model but where it looks. Two more variants measure the paper's 2-layer stack and
+#: what input feeding adds.
+#: The Transformer is sized by ``num_hiddens`` (its model width; ``ffn_num_hiddens`` is four times it by default).
+RNN_SIZES = ("embed_size", "num_hiddens", "num_layers")
 TRANSLATORS = {
-    "no attention": Translator("seq2seq", ("num_layers",), {}),
-    "Bahdanau": Translator("bahdanau", (), {}),
-    "Luong dot": Translator("luong", ("num_layers",), {"score": "dot"}),
-    "Luong general": Translator("luong", ("num_layers",), {"score": "general"}),
-    "Luong concat": Translator("luong", ("num_layers",), {"score": "concat"}),
-    "Luong local-m": Translator("luong", ("num_layers", "window"), {"score": "general", "local": "monotonic"}),
-    "Luong local-p": Translator("luong", ("num_layers", "window"), {"score": "general", "local": "predictive"}),
+    "no attention": Translator("seq2seq", RNN_SIZES, {}),
+    "Bahdanau": Translator("bahdanau", ("embed_size", "num_hiddens"), {}),
+    "Luong dot": Translator("luong", RNN_SIZES, {"score": "dot", "scaled": True}),
+    "Luong general": Translator("luong", RNN_SIZES, {"score": "general", "scaled": True}),
+    "Luong concat": Translator("luong", RNN_SIZES, {"score": "concat"}),
+    "Luong local-m": Translator("luong", (*RNN_SIZES, "window"),
+                                {"score": "general", "scaled": True, "local": "monotonic"}),
+    "Luong local-p": Translator("luong", (*RNN_SIZES, "window"),
+                                {"score": "general", "scaled": True, "local": "predictive"}),
+    "Luong general, unscaled": Translator("luong", RNN_SIZES, {"score": "general"}),
+    "Luong uniform": Translator("luong", RNN_SIZES, {"score": "uniform"}),
+    "Luong general, 2 layers": Translator("luong", ("embed_size", "num_hiddens"),
+                                          {"score": "general", "scaled": True, "num_layers": 2}),
+    "Luong general, no feeding": Translator("luong", RNN_SIZES,
+                                            {"score": "general", "scaled": True, "input_feeding": False}),
+    "Transformer": Translator("transformer", ("num_hiddens",), {"num_heads": 4, "num_blks": 2}),
 }
+
+
+#: the seven translators of chapter 6's comparison (``compare_translators``' default)
+CHAPTER_6_TRANSLATORS = ("no attention", "Bahdanau", "Luong dot", "Luong general", "Luong concat", "Luong local-m",
+                         "Luong local-p")
 
 
 def build_model(config: dict) -> EncoderDecoder:
@@ -55,13 +75,20 @@ def build_model(config: dict) -> EncoderDecoder:
     return MODEL_BUILDERS[kind](**config)
 
 
-def build_translator(name: str, data, embed_size: int = 256, num_hiddens: int = 256, num_layers: int = 2,
-                     window: int = 2, device=None) -> EncoderDecoder:
-    """The model ``name`` (a key of ``TRANSLATORS``) sized for ``data``'s vocabularies."""
+def build_translator(name: str, data, embed_size: int = 256, num_hiddens: int = 256, num_layers: int = 1,
+                     window: int = 2, device=None, **options) -> EncoderDecoder:
+    """The model ``name`` (a key of ``TRANSLATORS``) sized for ``data``'s vocabularies.
+
+    Each model takes the shared sizes its ``Translator`` lists; ``options`` (e.g. ``dropout=0.1``) are
+    passed to its builder and override the ``Translator``'s own options.
+    """
     if name not in TRANSLATORS:
         raise ValueError(f"name must be one of {list(TRANSLATORS)}, got {name!r}")
-    kind, sizes, options = TRANSLATORS[name]
-    shared = {"num_layers": num_layers, "window": window}
-    model = MODEL_BUILDERS[kind](len(data.src_vocab), len(data.tgt_vocab), embed_size=embed_size,
-                                 num_hiddens=num_hiddens, **{size: shared[size] for size in sizes}, **options)
+    kind, sizes, fixed = TRANSLATORS[name]
+    shared = {"embed_size": embed_size, "num_hiddens": num_hiddens, "num_layers": num_layers, "window": window}
+    if kind == "transformer":
+        shared["ffn_num_hiddens"] = 4 * num_hiddens
+        sizes = (*sizes, "ffn_num_hiddens")
+    model = MODEL_BUILDERS[kind](len(data.src_vocab), len(data.tgt_vocab), **{size: shared[size] for size in sizes},
+                                 **{**fixed, **options})
     return model if device is None else model.to(device)

@@ -1,13 +1,20 @@
-"""Train chapter 4–6's translators with one budget and store the comparison that chapter 6 shows.
+"""Train the translators of chapters 4–6 and 10 on Tatoeba at the book budget, over seeds, and store the comparison.
 
-Every model of ``attn_utils.TRANSLATORS`` (no attention, Bahdanau, Luong dot / general / concat /
-local-m / local-p) is trained on the Tatoeba English–French data (the bundled corpus when it is
-unavailable) with the same step budget, batch, learning rate and seed, and on the bundled grammar
-corpus, whose gold alignments give the alignment error rate. Times are seconds of training on this
-machine; relative to the no-attention model they mean the same elsewhere.
+Every model of ``attn_utils.TRANSLATORS`` (no attention, Bahdanau, Luong dot / general / concat / local-m /
+local-p, the Transformer) is trained with its book recipe (``attn_utils.compare.BOOK_RECIPES``: the same
+steps and batch for all, each model's own learning rate and warm-up) for each seed, and scored on the
+held-out test set: greedy BLEU with one reference and with all references, each with a bootstrap 95 %
+interval, and validation BLEU at evenly spaced points of training (the learning curve, against steps and
+seconds). The attention models are also trained small on the bundled grammar corpus, whose gold
+alignments give the alignment error rate of their attention. ``--sweep`` first trains each model for
+``--sweep-steps`` with every learning rate of ``--sweep-lrs`` and records validation BLEU.
 
-    .venv/bin/python benchmarks/compare_translators.py                 # about 25 min on 2 CPU cores
-    .venv/bin/python benchmarks/compare_translators.py --steps 50 --out quick.json
+Runs go to worker processes (``--workers``, each with ``--threads`` threads) and the file is rewritten after
+each run; ``--resume`` keeps the runs a file already holds. Chapters 6 and 10 read the file
+(``attn_utils.stored_results``).
+
+    .venv/bin/python benchmarks/compare_translators.py --workers 2 --threads 1      # hours on 2 CPU cores
+    .venv/bin/python benchmarks/compare_translators.py --steps 20 --models Bahdanau --seeds 0 --out quick.json
 """
 
 from __future__ import annotations
@@ -15,61 +22,140 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import multiprocessing
 import os
 import platform
+import shlex
+import subprocess
 import sys
 from pathlib import Path
 
 import torch
 
 import attn_utils
+from attn_utils.compare import BOOK_RECIPES, BOOK_STEPS, book_settings, train_and_score
+from attn_utils.stored_results import check_translator_results, format_summary, summarize_runs
 
 RESULTS = Path(__file__).resolve().parent / "results" / "translators_cpu.json"
+MAIN_MODELS = ("no attention", "Bahdanau", "Luong general", "Transformer")
+TRAIN_PAIRS = 40_000
+EVAL_POINTS = 10
+BOOTSTRAP_SAMPLES = 1000
+GRAMMAR = dict(embed_size=32, num_hiddens=64, num_layers=1, window=2, lr=1e-2, batch_size=64, max_steps=300,
+               warmup=20)
 
 
-def describe_device(device: torch.device) -> str:
-    if device.type == "cuda":
-        return f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}"
-    return (f"CPU ({os.cpu_count()} cores, {torch.get_num_threads()} threads, {platform.machine()}), "
-            f"torch {torch.__version__}")
+def machine(threads: int) -> dict:
+    return {"processor": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+            "threads_per_run": threads, "system": platform.system(), "python": platform.python_version()}
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
+                              cwd=Path(__file__).resolve().parent).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _tatoeba():
+    return attn_utils.load_translation_data("tatoeba", num_train=TRAIN_PAIRS, verbose=False)
+
+
+def run_job(job: dict) -> dict:
+    """One training run in a worker: ``job`` names the kind (tatoeba, sweep, grammar), model, seed and budget."""
+    torch.set_num_threads(job["threads"])
+    device = attn_utils.get_device(job["device"])
+    name, seed = job["model"], job["seed"]
+    if job["kind"] == "grammar":
+        data = attn_utils.load_translation_data("grammar", verbose=False)
+        _, row = train_and_score(name, data, seed=seed, device=device, progress=False, **GRAMMAR)
+        return {"kind": "grammar", "model": name, "seed": seed, "bleu": row["bleu"], "aer": row["aer"]}
+    data = _tatoeba()
+    settings = book_settings(name, job["steps"])
+    if job["kind"] == "sweep":
+        settings.update(lr=job["lr"])
+        _, row = train_and_score(name, data, seed=seed, device=device, progress=False, eval_points=0, split="val",
+                                 **settings)
+        return {"kind": "sweep", "model": name, "seed": seed, "lr": job["lr"], "warmup": settings["warmup"],
+                "steps": row["steps"], "val_bleu": row["bleu"], "train_seconds": row["train_seconds"]}
+    _, row = train_and_score(name, data, seed=seed, device=device, progress=False, eval_points=EVAL_POINTS,
+                             num_samples=BOOTSTRAP_SAMPLES, **settings)
+    row["kind"] = "tatoeba"
+    return row
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=800, help="training steps per model on Tatoeba (default 800)")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--grammar-steps", type=int, default=300)
-    parser.add_argument("--device", default=None, help="cpu, cuda or mps (default: attn_utils.get_device())")
+    parser.add_argument("--models", nargs="+", default=list(attn_utils.TRANSLATORS), choices=list(BOOK_RECIPES))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2],
+                        help="seeds of no attention, Bahdanau, Luong general and the Transformer (default 0 1 2)")
+    parser.add_argument("--other-seeds", nargs="+", type=int, default=[0],
+                        help="seeds of the other Luong variants (default 0)")
+    parser.add_argument("--steps", type=int, default=BOOK_STEPS, help=f"training steps (default {BOOK_STEPS})")
+    parser.add_argument("--sweep", action="store_true", help="first run the learning-rate sweep")
+    parser.add_argument("--sweep-only", action="store_true", help="run the sweep and nothing else")
+    parser.add_argument("--sweep-lrs", nargs="+", type=float, default=[1e-3, 2e-3, 5e-3])
+    parser.add_argument("--sweep-steps", type=int, default=600)
+    parser.add_argument("--workers", type=int, default=1, help="runs at a time (default 1)")
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch threads per run")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or mps (default cpu)")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--resume", action="store_true", help="keep the runs already in --out")
     args = parser.parse_args(argv)
-    device = attn_utils.get_device(args.device)
 
-    tatoeba = attn_utils.load_translation_data(num_train=40_000)
-    settings = {"tatoeba": dict(embed_size=256, num_hiddens=256, num_layers=2, window=2, lr=5e-3,
-                                batch_size=args.batch_size, max_steps=args.steps),
-                "grammar": dict(embed_size=32, num_hiddens=64, num_layers=1, window=2, lr=1e-2, batch_size=64,
-                                max_steps=args.grammar_steps, warmup=20)}
-    _, tatoeba_rows = attn_utils.compare_translators(tatoeba, device=device, progress=False, **settings["tatoeba"])
-    print(f"{tatoeba.source}, {args.steps} steps of {args.batch_size} pairs per model:")
-    print(attn_utils.format_table(tatoeba_rows))
-
-    grammar = attn_utils.load_translation_data("grammar")
-    _, grammar_rows = attn_utils.compare_translators(grammar, device=device, progress=False, **settings["grammar"])
-    print(f"grammar corpus, {args.grammar_steps} steps per model:")
-    print(attn_utils.format_table(grammar_rows))
-
+    data = _tatoeba()
     record = {
-        "command": "python benchmarks/compare_translators.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "device": describe_device(device),
-        "date": datetime.date.today().isoformat(),
-        "corpus": tatoeba.summary(),
-        "settings": settings,
-        "tatoeba": tatoeba_rows,
-        "grammar": grammar_rows,
+        "commands": ["python benchmarks/compare_translators.py "
+                     + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))],
+        "commit": commit(), "machine": machine(args.threads), "torch": torch.__version__,
+        "device": args.device, "date": datetime.date.today().isoformat(),
+        "corpus": {"summary": data.summary(), "pairs_in_file": len(data.corpus),
+                   "longest_english_tokens": max(len(s) for s in data.corpus.src), "train_pairs": TRAIN_PAIRS},
+        "budget": {"steps": args.steps, "batch_size": book_settings(args.models[0], args.steps)["batch_size"],
+                   "eval_points": EVAL_POINTS, "bootstrap_samples": BOOTSTRAP_SAMPLES},
+        "recipes": {name: BOOK_RECIPES[name]._asdict() for name in args.models},
+        "grammar_settings": GRAMMAR, "sweep": [], "runs": [], "grammar_runs": [],
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-    print(f"wrote {args.out.name}")
+    done = set()
+    if args.resume and args.out.exists():
+        old = json.loads(args.out.read_text(encoding="utf-8"))
+        record.update({key: old[key] for key in ("sweep", "runs", "grammar_runs") if key in old})
+        record["commands"] = old.get("commands", []) + record["commands"]
+        done = {(r["kind"], r["model"], r["seed"], r.get("lr")) for key in ("sweep", "runs", "grammar_runs")
+                for r in record[key]}
+
+    jobs = []
+    common = {"threads": args.threads, "device": args.device, "steps": args.steps}
+    if args.sweep or args.sweep_only:
+        jobs += [{**common, "kind": "sweep", "model": name, "seed": 0, "lr": lr, "steps": args.sweep_steps}
+                 for name in args.models for lr in args.sweep_lrs]
+    for name in [] if args.sweep_only else args.models:
+        seeds = args.seeds if name in MAIN_MODELS else args.other_seeds
+        jobs += [{**common, "kind": "tatoeba", "model": name, "seed": seed, "lr": None} for seed in seeds]
+        if attn_utils.TRANSLATORS[name].kind not in ("seq2seq", "transformer"):
+            jobs += [{**common, "kind": "grammar", "model": name, "seed": seed, "lr": None} for seed in args.seeds]
+    jobs = [job for job in jobs if (job["kind"], job["model"], job["seed"], job["lr"]) not in done]
+    print(f"{len(jobs)} runs on {args.workers} worker(s) of {args.threads} thread(s); {data.summary()}", flush=True)
+
+    def store(result: dict) -> None:
+        key = {"sweep": "sweep", "tatoeba": "runs", "grammar": "grammar_runs"}[result.pop("kind")]
+        record[key].append(result)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        shown = {k: (float(f"{v:.4g}") if isinstance(v, float) else v) for k, v in result.items() if k != "curve"}
+        print(key, shown, flush=True)
+
+    if args.workers == 1:
+        for job in jobs:
+            store(run_job(job))
+    else:
+        with multiprocessing.get_context("spawn").Pool(args.workers, maxtasksperchild=1) as pool:
+            for result in pool.imap_unordered(run_job, jobs):
+                store(result)
+    if record["runs"]:
+        check_translator_results(record, str(args.out))
+        print(format_summary(summarize_runs(record)))
     return 0
 
 

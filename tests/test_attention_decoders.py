@@ -322,7 +322,7 @@ def test_bad_configurations_raise_value_errors():
     with pytest.raises(ValueError, match="integer tensor"):
         _model("luong-dot").decoder(torch.rand(3, 2), None)
     with pytest.raises(ValueError, match="must be one of"):
-        build_translator("Transformer", None)
+        build_translator("GPT", None)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -359,7 +359,8 @@ def _copy_batch(n, length, vocab, generator):
 @pytest.mark.parametrize("name", list(TRANSLATORS))
 def test_copying_long_random_sentences_needs_attention(name):
     """With 32 hidden units, a summary vector cannot hold 10 random tokens, but attention can look
-    each one up: the attention models copy unseen sentences almost perfectly, the baseline cannot.
+    each one up: the attention models copy unseen sentences almost perfectly, the baseline cannot, and nor
+    can the uniform ablation, which has everything of Luong's model but the choice of where to look.
     A model whose attention is broken (uniform, masked wrongly, looking at the wrong step) fails."""
     length, vocab = 10, 16
     torch.manual_seed(0)
@@ -376,7 +377,7 @@ def test_copying_long_random_sentences_needs_attention(name):
     out = greedy_decode(model, src, lens, bos=1, eos=2, max_len=length + 2)
     correct = sum(a == b for toks, row in zip(out.tokens, src[:, :-1].tolist()) for a, b in zip(toks, row))
     accuracy = correct / (100 * length)
-    if name == "no attention":
+    if name in ("no attention", "Luong uniform"):
         assert accuracy < 0.5, accuracy
     else:
         assert accuracy > 0.9, accuracy
@@ -463,3 +464,33 @@ def test_same_outputs_on_every_device(name, any_device):
     torch.testing.assert_close(got.cpu(), expected, atol=1e-4, rtol=1e-4)
     out = greedy_decode(model, SRC.to(any_device), SRC_LEN.to(any_device), bos=1, eos=2, max_len=5)
     assert len(out.tokens) == 3
+
+
+@pytest.mark.parametrize("score", ["dot", "general", "concat"])
+def test_scaled_luong_scores_are_divided_by_sqrt_h_except_concat(score):
+    plain = make_luong(V_SRC, V_TGT, E, H, num_layers=1, score=score)
+    scaled = make_luong(V_SRC, V_TGT, E, H, num_layers=1, score=score, scaled=True)
+    scaled.load_state_dict(plain.state_dict())  # the same parameters: scaling adds none
+    assert scaled.config["scaled"] is True and build_model(scaled.config).decoder.scaled is True
+    queries, keys = torch.randn(2, 3, H), torch.randn(2, 5, H)
+    expected = plain.decoder.score(queries, keys) / (H ** 0.5 if score != "concat" else 1.0)
+    torch.testing.assert_close(scaled.decoder.score(queries, keys), expected)
+    if score == "dot":
+        torch.testing.assert_close(plain.decoder.score(queries, keys), queries @ keys.transpose(1, 2))
+
+
+def test_every_translator_has_a_book_recipe_and_a_scored_run(grammar):
+    from attn_utils.compare import BOOK_BATCH, BOOK_RECIPES, BOOK_STEPS, book_settings
+
+    assert list(BOOK_RECIPES) == list(TRANSLATORS)
+    settings = book_settings("Transformer")
+    assert settings["max_steps"] == BOOK_STEPS and settings["batch_size"] == BOOK_BATCH
+    assert settings["dropout"] == 0.1 and settings["lr"] == BOOK_RECIPES["Transformer"].train["lr"]
+    with pytest.raises(ValueError, match="name must be one of"):
+        book_settings("GPT")
+    settings = {**book_settings("Luong general", max_steps=4), "embed_size": 8, "num_hiddens": 8, "batch_size": 16}
+    model, row = train_and_score("Luong general", grammar, progress=False, eval_points=2, num_samples=20, **settings)
+    assert model.config["scaled"] is True and row["seed"] == 0 and row["steps"] == 4
+    assert row["curve"]["steps"] == [2, 4] and len(row["curve"]["seconds"]) == len(row["curve"]["val_bleu"]) == 2
+    assert row["curve"]["seconds"][-1] == pytest.approx(row["train_seconds"])
+    assert row["bleu_low"] <= row["bleu"] <= row["bleu_high"] and row["pairs"] == len(grammar.test)

@@ -8,7 +8,14 @@ import pytest
 import torch
 
 from attn_utils.decoding import beam_search, decode, greedy_decode
-from attn_utils.evaluate import bleu_by_length, evaluate_bleu, translate, translate_split
+from attn_utils.evaluate import (
+    bleu_by_length,
+    bleu_report,
+    evaluate_bleu,
+    group_references,
+    translate,
+    translate_split,
+)
 from attn_utils.metrics import corpus_bleu
 from attn_utils.seq2seq import Decoder, Encoder, EncoderDecoder, make_seq2seq
 
@@ -152,3 +159,28 @@ def test_bleu_by_length():
     assert [r["bucket"] for r in rows] == ["1-3", "4-5"] and [r["pairs"] for r in rows] == [1, 2]
     assert rows[0]["bleu"] == pytest.approx(100.0)
     assert rows[1]["bleu"] == pytest.approx(corpus_bleu(hyps[1:], refs[1:]))
+
+
+def test_bleu_report_scores_single_and_all_references_with_intervals(tmp_path):
+    from attn_utils.data import load_translation_data
+    from tests.data_helpers import write_fra
+
+    # the synthetic file gives every fourth English sentence a second French translation
+    data = load_translation_data(data_path=write_fra(tmp_path, num_pairs=300), num_val=20, num_test=40,
+                                 verbose=False)
+    torch.manual_seed(0)
+    model = make_seq2seq(len(data.src_vocab), len(data.tgt_vocab), 8, 16, 1)
+    hyps, refs = translate_split(model, data, "test")
+    sources = [" ".join(s) for s in data.test.src]
+    assert len(set(sources)) < len(sources)  # some English sentences have several references
+    report = bleu_report(model, data, "test", num_samples=50)
+    grouped_hyps, grouped_refs = group_references(hyps, refs, sources)
+    assert report["pairs"] == 40 and report["sentences"] == len(set(sources)) == len(grouped_hyps)
+    assert report["bleu"] == pytest.approx(corpus_bleu(hyps, refs))
+    assert report["bleu"] == pytest.approx(evaluate_bleu(model, data, "test"))
+    assert report["multi_bleu"] == pytest.approx(corpus_bleu(grouped_hyps, grouped_refs))
+    assert report["multi_bleu"] == pytest.approx(evaluate_bleu(model, data, "test", references="all"))
+    assert report["bleu_low"] <= report["bleu"] <= report["bleu_high"]
+    assert report["multi_low"] <= report["multi_bleu"] <= report["multi_high"]
+    with pytest.raises(ValueError, match="references must be 'single' or 'all', got 'both'"):
+        evaluate_bleu(model, data, "test", references="both")

@@ -11,7 +11,17 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attn_utils.metrics import alignment_error_rate, attention_aer, attention_alignment, bleu, corpus_bleu
+from attn_utils.evaluate import group_references
+from attn_utils.metrics import (
+    alignment_error_rate,
+    attention_aer,
+    attention_alignment,
+    bleu,
+    bleu_from_statistics,
+    bleu_statistics,
+    bootstrap_bleu,
+    corpus_bleu,
+)
 
 sacrebleu = pytest.importorskip("sacrebleu", reason="sacrebleu is the reference for corpus BLEU (requirements-dev.txt)")
 
@@ -169,3 +179,51 @@ def test_attention_aer_from_weights_single_and_corpus():
     assert attention_aer(batch, [{(0, 0), (1, 2)}, {(0, 0), (1, 1)}]) == pytest.approx(0.0)
     with pytest.raises(ValueError, match="one set of gold links per attention matrix"):
         attention_aer([WEIGHTS, perfect], [SURE])
+
+
+def test_bleu_statistics_sum_to_corpus_bleu_on_any_subset():
+    rng = random.Random(3)
+    hyps = [_sentence(rng) for _ in range(40)]
+    refs = [h if rng.random() < 0.6 else _sentence(rng) for h in hyps]
+    stats = bleu_statistics(hyps, refs)
+    assert stats.shape == (40, 10) and stats.dtype == torch.long
+    for _ in range(20):
+        rows = [rng.randrange(40) for _ in range(40)]  # a resample, with repeats
+        expected = _reference_bleu([hyps[i] for i in rows], [refs[i] for i in rows])
+        assert bleu_from_statistics(stats[rows].sum(dim=0)) == pytest.approx(expected, abs=1e-6)
+
+
+def test_bootstrap_bleu_is_the_percentile_interval_of_sacrebleu_on_the_resamples():
+    rng = random.Random(4)
+    hyps = [_sentence(rng) for _ in range(30)]
+    refs = [h if rng.random() < 0.5 else _sentence(rng) for h in hyps]
+    got = bootstrap_bleu(hyps, refs, num_samples=200, seed=7)
+    # the same resamples, scored independently by sacrebleu
+    picks = torch.randint(30, (200, 30), generator=torch.Generator().manual_seed(7)).tolist()
+    scores = sorted(_reference_bleu([hyps[i] for i in rows], [refs[i] for i in rows]) for rows in picks)
+    low, high = torch.quantile(torch.tensor(scores, dtype=torch.float64), torch.tensor([0.025, 0.975],
+                                                                                        dtype=torch.float64))
+    assert got.bleu == pytest.approx(_reference_bleu(hyps, refs), abs=1e-6)
+    assert got.low == pytest.approx(float(low), abs=1e-6) and got.high == pytest.approx(float(high), abs=1e-6)
+    assert got.low < got.bleu < got.high  # a real spread on 30 noisy sentences
+    assert bootstrap_bleu(hyps, refs, num_samples=200, seed=7) == got  # seeded: reproducible
+
+
+def test_bootstrap_bleu_rejects_bad_settings():
+    with pytest.raises(ValueError, match="confidence must be between 0 and 1, got 95"):
+        bootstrap_bleu(["le chat"], ["le chat"], confidence=95)
+    with pytest.raises(ValueError, match="num_samples must be a positive int, got 0"):
+        bootstrap_bleu(["le chat"], ["le chat"], num_samples=0)
+    with pytest.raises(ValueError, match="expected 10 summed counts for max_order=4, got 3"):
+        bleu_from_statistics(torch.tensor([1, 2, 3]))
+
+
+def test_group_references_scores_each_source_once_against_all_its_references():
+    hyps = ["le chat", "le chat", "un chien", "le chat"]
+    refs = ["le chat", "un chat", "un chien", "le matou"]
+    sources = ["the cat", "the cat", "a dog", "the cat"]
+    grouped_hyps, grouped_refs = group_references(hyps, refs, sources)
+    assert grouped_hyps == ["le chat", "un chien"]
+    assert grouped_refs == [["le chat", "un chat", "le matou"], ["un chien"]]
+    with pytest.raises(ValueError, match="expected as many hypotheses, references and sources, got 4, 4 and 3"):
+        group_references(hyps, refs, sources[:3])

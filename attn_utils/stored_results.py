@@ -1,0 +1,150 @@
+"""The stored comparison of the translators (``benchmarks/compare_translators.py``), read and summarised.
+
+Chapters 6 and 10 train one seed of a model live; the mean over seeds, the spread and the learning
+curves of every model come from the benchmark's file, ``benchmarks/results/translators_cpu.json``.
+``load_translator_results`` finds it in the repository (from the working directory upwards) or, where
+the course was installed without the repository (Colab), downloads it from the repository;
+``check_translator_results`` validates its schema, ``summarize_runs`` gives one row per model (mean,
+min and max over seeds) and ``format_summary`` prints them.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import urllib.request
+from pathlib import Path
+
+RESULTS_FILE = "translators_cpu.json"
+RESULTS_URL = "https://raw.githubusercontent.com/attention-course/attention-course/main/benchmarks/results/"
+
+#: the fields of the file and of each of its runs (``check_translator_results`` requires them)
+RECORD_FIELDS = ("commands", "commit", "machine", "torch", "date", "corpus", "budget", "recipes", "sweep", "runs",
+                 "grammar_runs")
+RUN_FIELDS = ("model", "seed", "parameters", "steps", "train_seconds", "bleu", "bleu_low", "bleu_high",
+              "multi_bleu", "multi_low", "multi_high", "curve")
+CURVE_FIELDS = ("steps", "seconds", "val_bleu")
+
+
+def find_results_file(name: str = RESULTS_FILE, start: str | Path | None = None) -> Path | None:
+    """``benchmarks/results/<name>`` in ``start`` (default: the working directory) or a parent, or None."""
+    start = Path.cwd() if start is None else Path(start)
+    for folder in [start, *start.parents]:
+        candidate = folder / "benchmarks" / "results" / name
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_translator_results(path: str | Path | None = None, name: str = RESULTS_FILE) -> dict:
+    """The stored comparison: from ``path``, else the repository's ``benchmarks/results/<name>``, else
+    downloaded from the repository. The record is checked (``check_translator_results``)."""
+    if path is None:
+        path = find_results_file(name)
+    if path is not None:
+        text = Path(path).read_text(encoding="utf-8")
+        origin = str(path)
+    else:
+        url = RESULTS_URL + name
+        try:
+            with urllib.request.urlopen(url, timeout=30) as response:
+                text = response.read().decode("utf-8")
+        except OSError as err:
+            raise FileNotFoundError(f"no benchmarks/results/{name} above the working directory, and it could not "
+                                    f"be downloaded from {url}: {err}") from err
+        origin = url
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{origin} is not a JSON file of stored results: {err}") from err
+    check_translator_results(record, origin)
+    return record
+
+
+def check_translator_results(record: dict, origin: str = "the record") -> None:
+    """Raise a ``ValueError`` naming what is missing or malformed in a stored comparison."""
+    if not isinstance(record, dict):
+        raise ValueError(f"{origin}: expected a JSON object, got {type(record).__name__}")
+    missing = [f for f in RECORD_FIELDS if f not in record]
+    if missing:
+        raise ValueError(f"{origin}: missing fields {missing} (expected {list(RECORD_FIELDS)})")
+    if not isinstance(record["runs"], list) or not record["runs"]:
+        raise ValueError(f"{origin}: 'runs' must be a non-empty list of runs")
+    for k, run in enumerate(record["runs"]):
+        missing = [f for f in RUN_FIELDS if f not in run]
+        if missing:
+            raise ValueError(f"{origin}: run {k} ({run.get('model')!r}) lacks {missing}")
+        if run["model"] not in record["recipes"]:
+            raise ValueError(f"{origin}: run {k} is of {run['model']!r}, which has no recipe")
+        curve = run["curve"]
+        if any(f not in curve for f in CURVE_FIELDS) or len({len(curve[f]) for f in CURVE_FIELDS}) != 1:
+            raise ValueError(f"{origin}: run {k} ({run['model']!r}) needs a curve with equally long "
+                             f"{list(CURVE_FIELDS)}")
+        if not run["bleu_low"] <= run["bleu"] <= run["bleu_high"]:
+            raise ValueError(f"{origin}: run {k} ({run['model']!r}): BLEU {run['bleu']} lies outside its interval "
+                             f"[{run['bleu_low']}, {run['bleu_high']}]")
+
+
+def _spread(values: list[float]) -> dict:
+    return {"mean": statistics.fmean(values), "min": min(values), "max": max(values)}
+
+
+def summarize_runs(record: dict, models=None) -> list[dict]:
+    """One row per model (in the order of ``models``, default: of the runs): the seeds, and mean / min / max
+    over them of test BLEU (one reference), multi-reference BLEU, seconds of training and the alignment
+    error rate of the same model trained on the grammar corpus (``None`` without attention); the mean
+    bootstrap interval; parameters."""
+    runs = record["runs"]
+    names = models or list(dict.fromkeys(run["model"] for run in runs))
+    rows = []
+    for name in names:
+        mine = [run for run in runs if run["model"] == name]
+        if not mine:
+            raise ValueError(f"no stored run of {name!r}; the file has {sorted({r['model'] for r in runs})}")
+        aers = [run["aer"] for run in record["grammar_runs"] if run["model"] == name and run["aer"] is not None]
+        rows.append({
+            "model": name, "seeds": [run["seed"] for run in mine], "parameters": mine[0]["parameters"],
+            "steps": mine[0]["steps"],
+            "bleu": _spread([run["bleu"] for run in mine]),
+            "bleu_interval": (statistics.fmean(run["bleu_low"] for run in mine),
+                              statistics.fmean(run["bleu_high"] for run in mine)),
+            "multi_bleu": _spread([run["multi_bleu"] for run in mine]),
+            "aer": _spread(aers) if aers else None,
+            "seconds": _spread([run["train_seconds"] for run in mine]),
+        })
+    return rows
+
+
+def format_summary(rows: list[dict]) -> str:
+    """The rows of ``summarize_runs`` as a fixed-width table (BLEU: mean and min–max over the seeds)."""
+    lines = [f"{'model':<15} {'seeds':>5} {'test BLEU (min-max)':>20} {'multi-ref BLEU':>15} {'AER':>6} "
+             f"{'parameters':>11} {'seconds':>8}"]
+    for r in rows:
+        bleu, multi = r["bleu"], r["multi_bleu"]
+        aer = "-" if r["aer"] is None else f"{r['aer']['mean']:.3f}"
+        lines.append(f"{r['model']:<15} {len(r['seeds']):>5} "
+                     f"{bleu['mean']:>7.1f} ({bleu['min']:4.1f}-{bleu['max']:4.1f}) "
+                     f"{multi['mean']:>15.1f} {aer:>6} {r['parameters']:>11,} {r['seconds']['mean']:>8.0f}")
+    return "\n".join(lines)
+
+
+def plot_curves(record: dict, models=None, x: str = "steps", ax=None):
+    """Validation BLEU against ``x`` (``"steps"`` or ``"seconds"``) for every stored run: one colour per
+    model, one line per seed. Returns the axes."""
+    from matplotlib import pyplot as plt
+
+    if x not in ("steps", "seconds"):
+        raise ValueError(f"x must be 'steps' or 'seconds', got {x!r}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5, 3.2), layout="constrained")
+    names = models or list(dict.fromkeys(run["model"] for run in record["runs"]))
+    for k, name in enumerate(names):
+        first = True
+        for run in record["runs"]:
+            if run["model"] == name:
+                ax.plot(run["curve"][x], run["curve"]["val_bleu"], color=f"C{k}", marker=".", lw=1,
+                        label=name if first else None)
+                first = False
+    ax.set(xlabel="training steps" if x == "steps" else "seconds of training", ylabel="validation BLEU")
+    ax.legend(fontsize=8)
+    return ax

@@ -1,0 +1,116 @@
+"""attn_utils.stored_results: the stored translator comparison is found, checked and summarised correctly."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from attn_utils.stored_results import (
+    RESULTS_FILE,
+    check_translator_results,
+    find_results_file,
+    format_summary,
+    load_translator_results,
+    plot_curves,
+    summarize_runs,
+)
+
+
+def _run(model, seed, bleu, seconds=100.0):
+    return {"model": model, "seed": seed, "parameters": 1000 + len(model), "steps": 30, "train_seconds": seconds,
+            "bleu": bleu, "bleu_low": bleu - 1.0, "bleu_high": bleu + 1.5, "multi_bleu": bleu + 10.0,
+            "multi_low": bleu + 8.0, "multi_high": bleu + 12.0,
+            "curve": {"steps": [10, 20, 30], "seconds": [seconds / 3, 2 * seconds / 3, seconds],
+                      "val_bleu": [bleu / 3, bleu / 2, bleu]}}
+
+
+def _record():
+    return {"commands": ["python benchmarks/compare_translators.py"], "commit": "abc", "machine": {"cores": 2},
+            "torch": "2.13.0", "date": "2026-11-23", "corpus": {"pairs_in_file": 10}, "budget": {"steps": 30},
+            "recipes": {"no attention": {}, "Bahdanau": {}}, "sweep": [],
+            "runs": [_run("no attention", 0, 10.0), _run("Bahdanau", 0, 20.0, 200.0), _run("no attention", 1, 13.0),
+                     _run("Bahdanau", 1, 26.0, 220.0), _run("Bahdanau", 2, 29.0, 240.0)],
+            "grammar_runs": [{"model": "Bahdanau", "seed": 0, "bleu": 90.0, "aer": 0.1},
+                             {"model": "Bahdanau", "seed": 1, "bleu": 91.0, "aer": 0.3}]}
+
+
+def test_summarize_runs_gives_mean_min_max_over_seeds():
+    rows = summarize_runs(_record())
+    assert [r["model"] for r in rows] == ["no attention", "Bahdanau"]
+    plain, bahdanau = rows
+    assert plain["seeds"] == [0, 1] and plain["aer"] is None
+    assert plain["bleu"] == pytest.approx({"mean": 11.5, "min": 10.0, "max": 13.0})
+    assert bahdanau["bleu"] == pytest.approx({"mean": 25.0, "min": 20.0, "max": 29.0})
+    assert bahdanau["multi_bleu"]["mean"] == pytest.approx(35.0)
+    assert bahdanau["bleu_interval"] == pytest.approx((24.0, 26.5))
+    assert bahdanau["aer"] == pytest.approx({"mean": 0.2, "min": 0.1, "max": 0.3})
+    assert bahdanau["seconds"]["mean"] == pytest.approx(220.0)
+    assert [r["model"] for r in summarize_runs(_record(), ["Bahdanau"])] == ["Bahdanau"]
+    with pytest.raises(ValueError, match="no stored run of 'Luong dot'"):
+        summarize_runs(_record(), ["Luong dot"])
+    table = format_summary(rows).splitlines()
+    assert len(table) == 3
+    assert table[2].split()[:4] == ["Bahdanau", "3", "25.0", "(20.0-29.0)"] and "0.200" in table[2]
+
+
+@pytest.mark.parametrize("breakage, message", [
+    (lambda r: r.pop("runs"), r"missing fields \['runs'\]"),
+    (lambda r: r["runs"][0].pop("multi_bleu"), r"run 0 \('no attention'\) lacks \['multi_bleu'\]"),
+    (lambda r: r["runs"][1]["curve"]["seconds"].pop(), "equally long"),
+    (lambda r: r["runs"][2].update(model="Luong dot"), "which has no recipe"),
+    (lambda r: r["runs"][3].update(bleu_low=30.0), "lies outside its interval"),
+    (lambda r: r.update(runs=[]), "non-empty list"),
+])
+def test_check_translator_results_names_what_is_wrong(breakage, message):
+    record = copy.deepcopy(_record())
+    check_translator_results(record)
+    breakage(record)
+    with pytest.raises(ValueError, match=message):
+        check_translator_results(record)
+
+
+def test_load_translator_results_finds_the_file_above_the_working_directory(tmp_path, monkeypatch):
+    results = tmp_path / "benchmarks" / "results"
+    results.mkdir(parents=True)
+    (results / RESULTS_FILE).write_text(json.dumps(_record()), encoding="utf-8")
+    chapter = tmp_path / "chapters" / "part2"
+    chapter.mkdir(parents=True)
+    monkeypatch.chdir(chapter)
+    assert find_results_file() == results / RESULTS_FILE
+    assert load_translator_results()["runs"][4]["bleu"] == 29.0
+    (results / "broken.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(ValueError, match="is not a JSON file of stored results"):
+        load_translator_results(results / "broken.json")
+
+
+def test_plot_curves_draws_one_line_per_run():
+    pytest.importorskip("matplotlib")
+    ax = plot_curves(_record(), x="seconds")
+    assert len(ax.lines) == 5 and ax.get_xlabel() == "seconds of training"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["no attention", "Bahdanau"]
+    with pytest.raises(ValueError, match="x must be 'steps' or 'seconds', got 'tokens'"):
+        plot_curves(_record(), x="tokens")
+
+
+def test_the_stored_comparison_matches_the_book_recipes():
+    """The committed benchmark file is valid and was made with the recipes and budget the package has now."""
+    from attn_utils.compare import BOOK_BATCH, BOOK_RECIPES, BOOK_STEPS
+
+    path = find_results_file(start=__file__)
+    assert path is not None, f"benchmarks/results/{RESULTS_FILE} is missing: run benchmarks/compare_translators.py"
+    record = load_translator_results(path)
+    assert record["budget"]["steps"] == BOOK_STEPS and record["budget"]["batch_size"] == BOOK_BATCH
+    for name, recipe in record["recipes"].items():
+        assert recipe == json.loads(json.dumps(BOOK_RECIPES[name]._asdict())), name
+    for run in record["runs"]:
+        assert run["steps"] == BOOK_STEPS, run["model"]
+        assert run["curve"]["steps"][-1] == BOOK_STEPS and run["curve"]["val_bleu"], run["model"]
+        assert 0 <= run["bleu"] <= 100 and run["multi_bleu"] >= run["bleu"] - 5, run["model"]
+    for sweep in record["sweep"]:
+        assert sweep["warmup"] == BOOK_RECIPES[sweep["model"]].train["warmup"], sweep
+    swept = {sweep["model"] for sweep in record["sweep"]}
+    for name in swept:  # each swept model is trained with the learning rate that did best in the sweep
+        best = max((s for s in record["sweep"] if s["model"] == name), key=lambda s: s["val_bleu"])
+        assert BOOK_RECIPES[name].train["lr"] == best["lr"], (name, best)
