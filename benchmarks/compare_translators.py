@@ -122,19 +122,22 @@ def main(argv=None) -> int:
         old = json.loads(args.out.read_text(encoding="utf-8"))
         record.update({key: old[key] for key in ("sweep", "runs", "grammar_runs") if key in old})
         record["commands"] = old.get("commands", []) + record["commands"]
-        done = {(r["kind"], r["model"], r["seed"], r.get("lr")) for key in ("sweep", "runs", "grammar_runs")
-                for r in record[key]}
+        kinds = {"sweep": "sweep", "runs": "tatoeba", "grammar_runs": "grammar"}
+        done = {(kind, r["model"], r["seed"], r.get("lr")) for key, kind in kinds.items() for r in record[key]}
 
     jobs = []
     common = {"threads": args.threads, "device": args.device, "steps": args.steps}
     if args.sweep or args.sweep_only:
         jobs += [{**common, "kind": "sweep", "model": name, "seed": 0, "lr": lr, "steps": args.sweep_steps}
                  for name in args.models for lr in args.sweep_lrs]
-    for name in [] if args.sweep_only else args.models:
-        seeds = args.seeds if name in MAIN_MODELS else args.other_seeds
-        jobs += [{**common, "kind": "tatoeba", "model": name, "seed": seed, "lr": None} for seed in seeds]
-        if attn_utils.TRANSLATORS[name].kind not in ("seq2seq", "transformer"):
-            jobs += [{**common, "kind": "grammar", "model": name, "seed": seed, "lr": None} for seed in args.seeds]
+    models = [] if args.sweep_only else args.models
+    jobs += [{**common, "kind": "grammar", "model": name, "seed": seed, "lr": None}  # minutes in all: first
+             for seed in args.seeds for name in models
+             if attn_utils.TRANSLATORS[name].kind not in ("seq2seq", "transformer")]
+    # seed by seed, so that an interrupted run (see --resume) leaves every model with as many seeds
+    for seed in sorted(set(args.seeds) | set(args.other_seeds)):
+        jobs += [{**common, "kind": "tatoeba", "model": name, "seed": seed, "lr": None} for name in models
+                 if seed in (args.seeds if name in MAIN_MODELS else args.other_seeds)]
     jobs = [job for job in jobs if (job["kind"], job["model"], job["seed"], job["lr"]) not in done]
     print(f"{len(jobs)} runs on {args.workers} worker(s) of {args.threads} thread(s); {data.summary()}", flush=True)
 
