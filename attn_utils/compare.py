@@ -31,52 +31,60 @@ BOOK_BATCH = 64
 
 
 class Recipe(NamedTuple):
-    """How one translator is built (``model``: ``build_translator`` options) and trained (``train``:
-    ``train_seq2seq`` options besides the budget) at the book budget."""
+    """How one run of the comparison builds its model (``translator``, a key of ``TRANSLATORS``, with the
+    ``model`` sizes and options of ``build_translator``) and trains it (``train``: ``train_seq2seq``
+    options besides the budget) at the book budget."""
 
+    translator: str
     model: dict
     train: dict
 
 
+_RNN, _LUONG = {"lr": 5e-3, "warmup": 100}, {"num_layers": 1, "scaled": True}
 BOOK_RECIPES = {
-    "no attention": Recipe({"num_layers": 1}, {"lr": 1e-2, "warmup": 100}),
-    "Bahdanau": Recipe({}, {"lr": 5e-3, "warmup": 100}),
-    "Luong dot": Recipe({"num_layers": 1}, {"lr": 5e-3, "warmup": 100}),
-    "Luong general": Recipe({"num_layers": 1}, {"lr": 5e-3, "warmup": 100}),
-    "Luong concat": Recipe({"num_layers": 1}, {"lr": 5e-3, "warmup": 100}),
-    "Luong local-m": Recipe({"num_layers": 1, "window": 2}, {"lr": 5e-3, "warmup": 100}),
-    "Luong local-p": Recipe({"num_layers": 1, "window": 2}, {"lr": 5e-3, "warmup": 100}),
-    "Luong general, unscaled": Recipe({"num_layers": 1}, {"lr": 5e-3, "warmup": 100}),
-    "Luong uniform": Recipe({"num_layers": 1}, {"lr": 5e-3, "warmup": 100}),
-    "Luong general, 2 layers": Recipe({}, {"lr": 5e-3, "warmup": 100}),
-    "Luong general, no feeding": Recipe({"num_layers": 1}, {"lr": 5e-3, "warmup": 100}),
-    "Transformer": Recipe({"num_hiddens": 256, "dropout": 0.1}, {"lr": 2e-3, "warmup": 200}),
+    "no attention": Recipe("no attention", {"num_layers": 1}, {"lr": 1e-2, "warmup": 100}),
+    "Bahdanau": Recipe("Bahdanau", {}, _RNN),
+    "Luong dot": Recipe("Luong dot", _LUONG, _RNN),
+    "Luong general": Recipe("Luong general", _LUONG, _RNN),
+    "Luong concat": Recipe("Luong concat", {"num_layers": 1}, _RNN),
+    "Luong local-m": Recipe("Luong local-m", {**_LUONG, "window": 2}, _RNN),
+    "Luong local-p": Recipe("Luong local-p", {**_LUONG, "window": 2}, _RNN),
+    "Luong general, unscaled": Recipe("Luong general", {"num_layers": 1}, _RNN),
+    "Luong uniform": Recipe("Luong uniform", {"num_layers": 1}, _RNN),
+    "Luong general, 2 layers": Recipe("Luong general", {**_LUONG, "num_layers": 2}, _RNN),
+    "Luong general, no feeding": Recipe("Luong general", {**_LUONG, "input_feeding": False}, _RNN),
+    "Transformer": Recipe("Transformer", {"num_hiddens": 256, "dropout": 0.1}, {"lr": 2e-3, "warmup": 200}),
 }
+#: options of the models' builders that ``train_and_score`` passes on (the rest go to ``train_seq2seq``)
+MODEL_OPTIONS = ("dropout", "scaled", "input_feeding")
 
 
 def book_settings(name: str, max_steps: int = BOOK_STEPS) -> dict:
-    """``train_and_score`` keyword arguments of ``name``'s book recipe (``max_steps`` steps of ``BOOK_BATCH``)."""
+    """``train_and_score`` keyword arguments of the book recipe ``name`` (``max_steps`` steps of ``BOOK_BATCH``)."""
     if name not in BOOK_RECIPES:
         raise ValueError(f"name must be one of {list(BOOK_RECIPES)}, got {name!r}")
     recipe = BOOK_RECIPES[name]
-    return {**recipe.model, **recipe.train, "max_steps": max_steps, "batch_size": BOOK_BATCH}
+    return {"translator": recipe.translator, **recipe.model, **recipe.train, "max_steps": max_steps,
+            "batch_size": BOOK_BATCH}
 
 
 def train_and_score(name: str, data, *, embed_size: int = 256, num_hiddens: int = 256, num_layers: int = 1,
-                    window: int = 2, seed: int = 0, device=None, split: str = "test", dropout: float | None = None,
-                    num_samples: int | None = None, **train_kwargs) -> tuple[EncoderDecoder, dict]:
-    """Build, train (``train_seq2seq(**train_kwargs)``) and score one model: ``(model, row)``.
+                    window: int = 2, seed: int = 0, device=None, split: str = "test", translator: str | None = None,
+                    num_samples: int | None = None, **kwargs) -> tuple[EncoderDecoder, dict]:
+    """Build, train (``train_seq2seq(**kwargs)``) and score one model: ``(model, row)``.
 
-    ``device=None`` means ``get_device()`` (a GPU when there is one); ``dropout`` is passed to the
-    builder when given. With ``num_samples``, the row also holds ``bleu_report``'s bootstrap intervals
+    The model is ``TRANSLATORS[translator]`` (default: ``name``, which names the row), built with the
+    sizes and the ``MODEL_OPTIONS`` found in ``kwargs``. ``device=None`` means ``get_device()`` (a GPU
+    when there is one). With ``num_samples``, the row also holds ``bleu_report``'s bootstrap intervals
     and multi-reference BLEU, and, when validation BLEU was measured (``eval_points``), the learning
     ``curve``: steps, seconds of training and validation BLEU at each evaluation.
     """
     set_seed(seed)
     device = get_device() if device is None else device
-    options = {} if dropout is None else {"dropout": dropout}
-    model = build_translator(name, data, embed_size, num_hiddens, num_layers, window, device, **options)
-    train_kwargs.setdefault("eval_points", 0)
+    options = {key: kwargs.pop(key) for key in MODEL_OPTIONS if key in kwargs}
+    model = build_translator(translator or name, data, embed_size, num_hiddens, num_layers, window, device,
+                             **options)
+    train_kwargs = {"eval_points": 0, **kwargs}
     history = train_seq2seq(model, data, seed=seed, **train_kwargs)
     batch_size = train_kwargs.get("batch_size", 128)
     steps_per_epoch = math.ceil(len(data.train) / batch_size)

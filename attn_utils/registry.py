@@ -33,30 +33,22 @@ class Translator(NamedTuple):
     options: dict
 
 
-#: name -> Translator, the models chapters 4–6 and 10 compare. Bahdanau's translator has one layer (a bidirectional
-#: encoder), as in the paper; only the local models have a window. The Luong models with dot and general scores
-#: divide them by sqrt(h) (``scaled``): chapter 6 measures why, and what the paper's unscaled scores do
-#: ("Luong general, unscaled"). "Luong uniform" gives every source position the same weight: the ablation
-#: that keeps all of the model but where it looks. Two more variants measure the paper's 2-layer stack and
-#: what input feeding adds.
-#: The Transformer is sized by ``num_hiddens`` (its model width; ``ffn_num_hiddens`` is four times it by default).
+#: name -> Translator, the models chapters 4–6 and 10 compare, as their papers define them. Bahdanau's translator
+#: has one layer (a bidirectional encoder), as in the paper; only the local models have a window. "Luong uniform"
+#: gives every source position the same weight: the ablation that keeps all of Luong's model but where it looks.
+#: The Transformer is sized by ``num_hiddens`` (its model width; ``ffn_num_hiddens`` is four times it).
+#: Options such as the Luong models' ``scaled`` scores are given when a model is built (``build_translator``;
+#: the book recipes of ``compare.BOOK_RECIPES`` use them).
 RNN_SIZES = ("embed_size", "num_hiddens", "num_layers")
 TRANSLATORS = {
     "no attention": Translator("seq2seq", RNN_SIZES, {}),
     "Bahdanau": Translator("bahdanau", ("embed_size", "num_hiddens"), {}),
-    "Luong dot": Translator("luong", RNN_SIZES, {"score": "dot", "scaled": True}),
-    "Luong general": Translator("luong", RNN_SIZES, {"score": "general", "scaled": True}),
+    "Luong dot": Translator("luong", RNN_SIZES, {"score": "dot"}),
+    "Luong general": Translator("luong", RNN_SIZES, {"score": "general"}),
     "Luong concat": Translator("luong", RNN_SIZES, {"score": "concat"}),
-    "Luong local-m": Translator("luong", (*RNN_SIZES, "window"),
-                                {"score": "general", "scaled": True, "local": "monotonic"}),
-    "Luong local-p": Translator("luong", (*RNN_SIZES, "window"),
-                                {"score": "general", "scaled": True, "local": "predictive"}),
-    "Luong general, unscaled": Translator("luong", RNN_SIZES, {"score": "general"}),
+    "Luong local-m": Translator("luong", (*RNN_SIZES, "window"), {"score": "general", "local": "monotonic"}),
+    "Luong local-p": Translator("luong", (*RNN_SIZES, "window"), {"score": "general", "local": "predictive"}),
     "Luong uniform": Translator("luong", RNN_SIZES, {"score": "uniform"}),
-    "Luong general, 2 layers": Translator("luong", ("embed_size", "num_hiddens"),
-                                          {"score": "general", "scaled": True, "num_layers": 2}),
-    "Luong general, no feeding": Translator("luong", RNN_SIZES,
-                                            {"score": "general", "scaled": True, "input_feeding": False}),
     "Transformer": Translator("transformer", ("num_hiddens",), {"num_heads": 4, "num_blks": 2}),
 }
 

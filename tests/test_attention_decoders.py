@@ -482,7 +482,9 @@ def test_scaled_luong_scores_are_divided_by_sqrt_h_except_concat(score):
 def test_every_translator_has_a_book_recipe_and_a_scored_run(grammar):
     from attn_utils.compare import BOOK_BATCH, BOOK_RECIPES, BOOK_STEPS, book_settings
 
-    assert list(BOOK_RECIPES) == list(TRANSLATORS)
+    # a recipe for every translator, under its own name, and the variants build registered translators
+    assert all(BOOK_RECIPES[name].translator == name for name in TRANSLATORS)
+    assert all(recipe.translator in TRANSLATORS for recipe in BOOK_RECIPES.values())
     settings = book_settings("Transformer")
     assert settings["max_steps"] == BOOK_STEPS and settings["batch_size"] == BOOK_BATCH
     assert settings["dropout"] == 0.1 and settings["lr"] == BOOK_RECIPES["Transformer"].train["lr"]
@@ -494,3 +496,7 @@ def test_every_translator_has_a_book_recipe_and_a_scored_run(grammar):
     assert row["curve"]["steps"] == [2, 4] and len(row["curve"]["seconds"]) == len(row["curve"]["val_bleu"]) == 2
     assert row["curve"]["seconds"][-1] == pytest.approx(row["train_seconds"])
     assert row["bleu_low"] <= row["bleu"] <= row["bleu_high"] and row["pairs"] == len(grammar.test)
+    settings = {**book_settings("Luong general, no feeding", max_steps=1), "embed_size": 8, "num_hiddens": 8}
+    model, row = train_and_score("Luong general, no feeding", grammar, progress=False, **settings)
+    assert row["model"] == "Luong general, no feeding" and model.config["score"] == "general"
+    assert model.config["scaled"] is True and model.config["input_feeding"] is False
