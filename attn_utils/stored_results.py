@@ -117,12 +117,13 @@ def summarize_runs(record: dict, models=None) -> list[dict]:
 
 def format_summary(rows: list[dict]) -> str:
     """The rows of ``summarize_runs`` as a fixed-width table (BLEU: mean and min–max over the seeds)."""
-    lines = [f"{'model':<15} {'seeds':>5} {'test BLEU (min-max)':>20} {'multi-ref BLEU':>15} {'AER':>6} "
+    width = max([15, *(len(r["model"]) for r in rows)])
+    lines = [f"{'model':<{width}} {'seeds':>5} {'test BLEU (min-max)':>20} {'multi-ref BLEU':>15} {'AER':>6} "
              f"{'parameters':>11} {'seconds':>8}"]
     for r in rows:
         bleu, multi = r["bleu"], r["multi_bleu"]
         aer = "-" if r["aer"] is None else f"{r['aer']['mean']:.3f}"
-        lines.append(f"{r['model']:<15} {len(r['seeds']):>5} "
+        lines.append(f"{r['model']:<{width}} {len(r['seeds']):>5} "
                      f"{bleu['mean']:>7.1f} ({bleu['min']:4.1f}-{bleu['max']:4.1f}) "
                      f"{multi['mean']:>15.1f} {aer:>6} {r['parameters']:>11,} {r['seconds']['mean']:>8.0f}")
     return "\n".join(lines)

@@ -1,8 +1,8 @@
 """Train the translators of chapters 4–6 and 10 on Tatoeba at the book budget, over seeds, and store the comparison.
 
-Every model of ``attn_utils.TRANSLATORS`` (no attention, Bahdanau, Luong dot / general / concat / local-m /
-local-p, the Transformer) is trained with its book recipe (``attn_utils.compare.BOOK_RECIPES``: the same
-steps and batch for all, each model's own learning rate and warm-up) for each seed, and scored on the
+Every run of ``attn_utils.compare.BOOK_RECIPES`` (no attention, Bahdanau, Luong dot / general / concat /
+local-m / local-p and four variants of Luong general, the Transformer) is trained with its book recipe (the
+same steps and batch for all, each model's own learning rate and warm-up) for each seed, and scored on the
 held-out test set: greedy BLEU with one reference and with all references, each with a bootstrap 95 %
 interval, and validation BLEU at evenly spaced points of training (the learning curve, against steps and
 seconds). The attention models are also trained small on the bundled grammar corpus, whose gold
@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 import attn_utils
-from attn_utils.compare import BOOK_RECIPES, BOOK_STEPS, book_settings, train_and_score
+from attn_utils.compare import BOOK_RECIPES, BOOK_STEPS, MODEL_OPTIONS, book_settings, train_and_score
 from attn_utils.stored_results import check_translator_results, format_summary, summarize_runs
 
 RESULTS = Path(__file__).resolve().parent / "results" / "translators_cpu.json"
@@ -45,9 +45,10 @@ GRAMMAR = dict(embed_size=32, num_hiddens=64, num_layers=1, window=2, lr=1e-2, b
                warmup=20)
 
 
-def machine(threads: int) -> dict:
+def machine(threads: int, workers: int) -> dict:
     return {"processor": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-            "threads_per_run": threads, "system": platform.system(), "python": platform.python_version()}
+            "threads_per_run": threads, "runs_at_a_time": workers, "system": platform.system(),
+            "python": platform.python_version()}
 
 
 def commit() -> str:
@@ -69,7 +70,10 @@ def run_job(job: dict) -> dict:
     name, seed = job["model"], job["seed"]
     if job["kind"] == "grammar":
         data = attn_utils.load_translation_data("grammar", verbose=False)
-        _, row = train_and_score(name, data, seed=seed, device=device, progress=False, **GRAMMAR)
+        recipe = BOOK_RECIPES[name]  # the recipe's model options (e.g. scaled scores), at the grammar sizes
+        options = {key: value for key, value in recipe.model.items() if key in MODEL_OPTIONS}
+        _, row = train_and_score(name, data, seed=seed, device=device, progress=False, translator=recipe.translator,
+                                 **options, **GRAMMAR)
         return {"kind": "grammar", "model": name, "seed": seed, "bleu": row["bleu"], "aer": row["aer"]}
     data = _tatoeba()
     settings = book_settings(name, job["steps"])
@@ -87,7 +91,7 @@ def run_job(job: dict) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=list(attn_utils.TRANSLATORS), choices=list(BOOK_RECIPES))
+    parser.add_argument("--models", nargs="+", default=list(BOOK_RECIPES), choices=list(BOOK_RECIPES))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2],
                         help="seeds of no attention, Bahdanau, Luong general and the Transformer (default 0 1 2)")
     parser.add_argument("--other-seeds", nargs="+", type=int, default=[0],
@@ -108,7 +112,7 @@ def main(argv=None) -> int:
     record = {
         "commands": ["python benchmarks/compare_translators.py "
                      + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))],
-        "commit": commit(), "machine": machine(args.threads), "torch": torch.__version__,
+        "commit": commit(), "machine": machine(args.threads, args.workers), "torch": torch.__version__,
         "device": args.device, "date": datetime.date.today().isoformat(),
         "corpus": {"summary": data.summary(), "pairs_in_file": len(data.corpus),
                    "longest_english_tokens": max(len(s) for s in data.corpus.src), "train_pairs": TRAIN_PAIRS},
@@ -133,7 +137,7 @@ def main(argv=None) -> int:
     models = [] if args.sweep_only else args.models
     jobs += [{**common, "kind": "grammar", "model": name, "seed": seed, "lr": None}  # minutes in all: first
              for seed in args.seeds for name in models
-             if attn_utils.TRANSLATORS[name].kind not in ("seq2seq", "transformer")]
+             if attn_utils.TRANSLATORS[BOOK_RECIPES[name].translator].kind not in ("seq2seq", "transformer")]
     # seed by seed, so that an interrupted run (see --resume) leaves every model with as many seeds
     for seed in sorted(set(args.seeds) | set(args.other_seeds)):
         jobs += [{**common, "kind": "tatoeba", "model": name, "seed": seed, "lr": None} for name in models
