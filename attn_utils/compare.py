@@ -94,10 +94,11 @@ def train_and_score(name: str, data, *, embed_size: int = 256, num_hiddens: int 
         "steps": len(history.steps),
         "train_seconds": history.train_seconds,
         "seconds_per_epoch": history.train_seconds / max(1, len(history.steps)) * steps_per_epoch,
-        "bleu": evaluate_bleu(model, data, split),
         "aer": None,
     }
-    if num_samples is not None:
+    if num_samples is None:
+        row["bleu"] = evaluate_bleu(model, data, split)
+    else:  # one decoding of the split gives BLEU, its interval and multi-reference BLEU
         row.update(seed=seed, **bleu_report(model, data, split, num_samples=num_samples, seed=seed))
         steps, bleus = history.curve("val_bleu") if "val_bleu" in history.evals else ([], [])
         row["curve"] = {"steps": list(steps), "seconds": [history.seconds[s - 1] for s in steps],

@@ -46,8 +46,6 @@ def corpus_bleu(hypotheses: Sequence, references: Sequence, max_order: int = 4, 
     such orders so far; ``'none'`` leaves it 0, and BLEU is then 0. As in sacrebleu, a corpus with
     no n-gram of some order ≤ ``max_order`` at all (every hypothesis shorter than 4 tokens) scores 0.
     """
-    if smooth not in ("exp", "none"):
-        raise ValueError(f"smooth must be 'exp' or 'none', got {smooth!r}")
     statistics = bleu_statistics(hypotheses, references, max_order)
     return bleu_from_statistics(statistics.sum(dim=0), max_order, smooth)
 

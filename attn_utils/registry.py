@@ -26,7 +26,8 @@ MODEL_BUILDERS = {
 
 class Translator(NamedTuple):
     """A translator of the comparison: the ``kind`` of model, which of the shared sizes (``embed_size``,
-    ``num_hiddens``, ``num_layers``, ``window``) it takes and the options it is built with."""
+    ``num_hiddens``, ``num_layers``, ``window``, and ``ffn_num_hiddens``, four times ``num_hiddens``) it takes
+    and the options it is built with."""
 
     kind: str
     sizes: tuple[str, ...]
@@ -49,7 +50,7 @@ TRANSLATORS = {
     "Luong local-m": Translator("luong", (*RNN_SIZES, "window"), {"score": "general", "local": "monotonic"}),
     "Luong local-p": Translator("luong", (*RNN_SIZES, "window"), {"score": "general", "local": "predictive"}),
     "Luong uniform": Translator("luong", RNN_SIZES, {"score": "uniform"}),
-    "Transformer": Translator("transformer", ("num_hiddens",), {"num_heads": 4, "num_blks": 2}),
+    "Transformer": Translator("transformer", ("num_hiddens", "ffn_num_hiddens"), {"num_heads": 4, "num_blks": 2}),
 }
 
 
@@ -77,10 +78,8 @@ def build_translator(name: str, data, embed_size: int = 256, num_hiddens: int = 
     if name not in TRANSLATORS:
         raise ValueError(f"name must be one of {list(TRANSLATORS)}, got {name!r}")
     kind, sizes, fixed = TRANSLATORS[name]
-    shared = {"embed_size": embed_size, "num_hiddens": num_hiddens, "num_layers": num_layers, "window": window}
-    if kind == "transformer":
-        shared["ffn_num_hiddens"] = 4 * num_hiddens
-        sizes = (*sizes, "ffn_num_hiddens")
+    shared = {"embed_size": embed_size, "num_hiddens": num_hiddens, "num_layers": num_layers, "window": window,
+              "ffn_num_hiddens": 4 * num_hiddens}
     model = MODEL_BUILDERS[kind](len(data.src_vocab), len(data.tgt_vocab), **{size: shared[size] for size in sizes},
                                  **{**fixed, **options})
     return model if device is None else model.to(device)

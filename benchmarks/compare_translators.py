@@ -33,10 +33,11 @@ from pathlib import Path
 import torch
 
 import attn_utils
-from attn_utils.compare import BOOK_RECIPES, BOOK_STEPS, MODEL_OPTIONS, book_settings, train_and_score
+from attn_utils.compare import BOOK_BATCH, BOOK_RECIPES, BOOK_STEPS, MODEL_OPTIONS, book_settings, train_and_score
 from attn_utils.stored_results import check_translator_results, format_summary, summarize_runs
 
 RESULTS = Path(__file__).resolve().parent / "results" / "translators_cpu.json"
+SECTIONS = ("sweep", "runs", "grammar_runs")  # the record's lists of runs, each job fills one
 MAIN_MODELS = ("no attention", "Bahdanau", "Luong general", "Transformer")
 TRAIN_PAIRS = 40_000
 EVAL_POINTS = 10
@@ -64,28 +65,29 @@ def _tatoeba():
 
 
 def run_job(job: dict) -> dict:
-    """One training run in a worker: ``job`` names the kind (tatoeba, sweep, grammar), model, seed and budget."""
+    """One training run in a worker: ``job`` names the section of the record it fills (``sweep``, ``runs`` on
+    Tatoeba, ``grammar_runs``), the model, the seed and the budget."""
     torch.set_num_threads(job["threads"])
     device = attn_utils.get_device(job["device"])
     name, seed = job["model"], job["seed"]
-    if job["kind"] == "grammar":
+    if job["section"] == "grammar_runs":
         data = attn_utils.load_translation_data("grammar", verbose=False)
         recipe = BOOK_RECIPES[name]  # the recipe's model options (e.g. scaled scores), at the grammar sizes
         options = {key: value for key, value in recipe.model.items() if key in MODEL_OPTIONS}
         _, row = train_and_score(name, data, seed=seed, device=device, progress=False, translator=recipe.translator,
                                  **options, **GRAMMAR)
-        return {"kind": "grammar", "model": name, "seed": seed, "bleu": row["bleu"], "aer": row["aer"]}
+        return {"section": "grammar_runs", "model": name, "seed": seed, "bleu": row["bleu"], "aer": row["aer"]}
     data = _tatoeba()
     settings = book_settings(name, job["steps"])
-    if job["kind"] == "sweep":
+    if job["section"] == "sweep":
         settings.update(lr=job["lr"])
         _, row = train_and_score(name, data, seed=seed, device=device, progress=False, eval_points=0, split="val",
                                  **settings)
-        return {"kind": "sweep", "model": name, "seed": seed, "lr": job["lr"], "warmup": settings["warmup"],
+        return {"section": "sweep", "model": name, "seed": seed, "lr": job["lr"], "warmup": settings["warmup"],
                 "steps": row["steps"], "val_bleu": row["bleu"], "train_seconds": row["train_seconds"]}
     _, row = train_and_score(name, data, seed=seed, device=device, progress=False, eval_points=EVAL_POINTS,
                              num_samples=BOOTSTRAP_SAMPLES, **settings)
-    row["kind"] = "tatoeba"
+    row["section"] = "runs"
     return row
 
 
@@ -116,7 +118,7 @@ def main(argv=None) -> int:
         "device": args.device, "date": datetime.date.today().isoformat(),
         "corpus": {"summary": data.summary(), "pairs_in_file": len(data.corpus),
                    "longest_english_tokens": max(len(s) for s in data.corpus.src), "train_pairs": TRAIN_PAIRS},
-        "budget": {"steps": args.steps, "batch_size": book_settings(args.models[0], args.steps)["batch_size"],
+        "budget": {"steps": args.steps, "batch_size": BOOK_BATCH,
                    "eval_points": EVAL_POINTS, "bootstrap_samples": BOOTSTRAP_SAMPLES},
         "recipes": {name: BOOK_RECIPES[name]._asdict() for name in args.models},
         "grammar_settings": GRAMMAR, "sweep": [], "runs": [], "grammar_runs": [],
@@ -124,34 +126,33 @@ def main(argv=None) -> int:
     done = set()
     if args.resume and args.out.exists():
         old = json.loads(args.out.read_text(encoding="utf-8"))
-        record.update({key: old[key] for key in ("sweep", "runs", "grammar_runs") if key in old})
+        record.update({section: old[section] for section in SECTIONS if section in old})
         record["commands"] = old.get("commands", []) + record["commands"]
-        kinds = {"sweep": "sweep", "runs": "tatoeba", "grammar_runs": "grammar"}
-        done = {(kind, r["model"], r["seed"], r.get("lr")) for key, kind in kinds.items() for r in record[key]}
+        done = {(section, r["model"], r["seed"], r.get("lr")) for section in SECTIONS for r in record[section]}
 
     jobs = []
     common = {"threads": args.threads, "device": args.device, "steps": args.steps}
     if args.sweep or args.sweep_only:
-        jobs += [{**common, "kind": "sweep", "model": name, "seed": 0, "lr": lr, "steps": args.sweep_steps}
+        jobs += [{**common, "section": "sweep", "model": name, "seed": 0, "lr": lr, "steps": args.sweep_steps}
                  for name in args.models for lr in args.sweep_lrs]
     models = [] if args.sweep_only else args.models
-    jobs += [{**common, "kind": "grammar", "model": name, "seed": seed, "lr": None}  # minutes in all: first
+    jobs += [{**common, "section": "grammar_runs", "model": name, "seed": seed, "lr": None}  # minutes in all: first
              for seed in args.seeds for name in models
              if attn_utils.TRANSLATORS[BOOK_RECIPES[name].translator].kind not in ("seq2seq", "transformer")]
     # seed by seed, so that an interrupted run (see --resume) leaves every model with as many seeds
     for seed in sorted(set(args.seeds) | set(args.other_seeds)):
-        jobs += [{**common, "kind": "tatoeba", "model": name, "seed": seed, "lr": None} for name in models
+        jobs += [{**common, "section": "runs", "model": name, "seed": seed, "lr": None} for name in models
                  if seed in (args.seeds if name in MAIN_MODELS else args.other_seeds)]
-    jobs = [job for job in jobs if (job["kind"], job["model"], job["seed"], job["lr"]) not in done]
+    jobs = [job for job in jobs if (job["section"], job["model"], job["seed"], job["lr"]) not in done]
     print(f"{len(jobs)} runs on {args.workers} worker(s) of {args.threads} thread(s); {data.summary()}", flush=True)
 
     def store(result: dict) -> None:
-        key = {"sweep": "sweep", "tatoeba": "runs", "grammar": "grammar_runs"}[result.pop("kind")]
-        record[key].append(result)
+        section = result.pop("section")
+        record[section].append(result)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
         shown = {k: (float(f"{v:.4g}") if isinstance(v, float) else v) for k, v in result.items() if k != "curve"}
-        print(key, shown, flush=True)
+        print(section, shown, flush=True)
 
     if args.workers == 1:
         for job in jobs:
