@@ -87,9 +87,11 @@ from .data import load_translation_data as load_translation_data
 from .decoding import beam_search as beam_search
 from .decoding import greedy_decode as greedy_decode
 from .evaluate import bleu_by_length as bleu_by_length
+from .evaluate import bleu_report as bleu_report
 from .evaluate import evaluate_bleu as evaluate_bleu
 from .evaluate import translate as translate
 from .evaluate import translate_split as translate_split
+from .metrics import bootstrap_bleu as bootstrap_bleu
 from .metrics import corpus_bleu as corpus_bleu
 from .seq2seq import EncoderDecoder as EncoderDecoder
 from .seq2seq import Seq2SeqDecoder as Seq2SeqDecoder
@@ -110,14 +112,21 @@ from .evaluate import forced_attention as forced_attention
 from .metrics import attention_aer as attention_aer
 
 # isort: split
-# Chapter 6: Luong attention, and the comparison of every translator
+# Chapter 6: Luong attention, the book recipes of every translator, and their stored comparison
+from .compare import BOOK_RECIPES as BOOK_RECIPES
+from .compare import BOOK_STEPS as BOOK_STEPS
 from .compare import compare_translators as compare_translators
 from .compare import format_table as format_table
 from .compare import train_and_score as train_and_score
+from .compare import train_recipe as train_recipe
 from .luong import LuongDecoder as LuongDecoder
 from .luong import local_attention_weights as local_attention_weights
 from .luong import make_luong as make_luong
 from .registry import TRANSLATORS as TRANSLATORS
+from .stored_results import format_summary as format_summary
+from .stored_results import load_translator_results as load_translator_results
+from .stored_results import plot_curves as plot_curves
+from .stored_results import summarize_runs as summarize_runs
 
 # isort: split
 # Chapter 7: classifiers trained with attention (all three sections)

@@ -24,6 +24,7 @@ from .evaluate import alignment_error, bleu_report, evaluate_bleu
 from .registry import CHAPTER_6_TRANSLATORS, build_translator
 from .seq2seq import EncoderDecoder
 from .train import train_seq2seq
+from .training_loop import History
 
 #: The book budget of the Tatoeba translators: the same steps of the same batch for every model.
 BOOK_STEPS = 3000
@@ -68,25 +69,43 @@ def book_settings(name: str, max_steps: int = BOOK_STEPS) -> dict:
             "batch_size": BOOK_BATCH}
 
 
-def train_and_score(name: str, data, *, embed_size: int = 256, num_hiddens: int = 256, num_layers: int = 1,
-                    window: int = 2, seed: int = 0, device=None, split: str = "test", translator: str | None = None,
-                    num_samples: int | None = None, **kwargs) -> tuple[EncoderDecoder, dict]:
-    """Build, train (``train_seq2seq(**kwargs)``) and score one model: ``(model, row)``.
+def build_and_train(name: str, data, *, embed_size: int = 256, num_hiddens: int = 256, num_layers: int = 1,
+                    window: int = 2, seed: int = 0, device=None, translator: str | None = None,
+                    **kwargs) -> tuple[EncoderDecoder, History]:
+    """Build ``TRANSLATORS[translator or name]`` from seed ``seed`` and train it: ``(model, history)``.
 
-    The model is ``TRANSLATORS[translator]`` (default: ``name``, which names the row), built with the
-    sizes and the ``MODEL_OPTIONS`` found in ``kwargs``. ``device=None`` means ``get_device()`` (a GPU
-    when there is one). With ``num_samples``, the row also holds ``bleu_report``'s bootstrap intervals
-    and multi-reference BLEU, and, when validation BLEU was measured (``eval_points``), the learning
-    ``curve``: steps, seconds of training and validation BLEU at each evaluation.
+    The ``MODEL_OPTIONS`` found in ``kwargs`` go to the builder, the rest to ``train_seq2seq``.
+    ``device=None`` means ``get_device()`` (a GPU when there is one).
     """
     set_seed(seed)
     device = get_device() if device is None else device
     options = {key: kwargs.pop(key) for key in MODEL_OPTIONS if key in kwargs}
     model = build_translator(translator or name, data, embed_size, num_hiddens, num_layers, window, device,
                              **options)
-    train_kwargs = {"eval_points": 0, **kwargs}
-    history = train_seq2seq(model, data, seed=seed, **train_kwargs)
-    batch_size = train_kwargs.get("batch_size", 128)
+    return model, train_seq2seq(model, data, seed=seed, **{"eval_points": 0, **kwargs})
+
+
+def train_recipe(name: str, data, *, max_steps: int = BOOK_STEPS, seed: int = 0, device=None,
+                 **kwargs) -> tuple[EncoderDecoder, History]:
+    """Build and train the book recipe ``name`` for ``max_steps`` steps: ``(model, history)``.
+
+    With the book's ``max_steps`` and ``seed=0`` this is the seed-0 run of the stored comparison
+    (``benchmarks/compare_translators.py``), step for step. ``kwargs`` go to ``train_seq2seq``
+    (``eval_points``, ``progress``, or ``time_budget``, which then ends training first).
+    """
+    return build_and_train(name, data, seed=seed, device=device, **{**book_settings(name, max_steps), **kwargs})
+
+
+def train_and_score(name: str, data, *, seed: int = 0, split: str = "test", num_samples: int | None = None,
+                    **kwargs) -> tuple[EncoderDecoder, dict]:
+    """Build, train (``build_and_train(name, data, seed=seed, **kwargs)``) and score one model: ``(model, row)``.
+
+    With ``num_samples``, the row also holds ``bleu_report``'s bootstrap intervals and multi-reference
+    BLEU, and, when validation BLEU was measured (``eval_points``), the learning ``curve``: steps,
+    seconds of training and validation BLEU at each evaluation.
+    """
+    model, history = build_and_train(name, data, seed=seed, **kwargs)
+    batch_size = kwargs.get("batch_size", 128)
     steps_per_epoch = math.ceil(len(data.train) / batch_size)
     row = {
         "model": name,

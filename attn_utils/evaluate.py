@@ -120,11 +120,14 @@ def bleu_report(model, data, split: str = "test", num_samples: int = 1000, seed:
             "sentences": len(grouped_hyps)}
 
 
-def bleu_by_length(hypotheses, references, lengths, buckets) -> list[dict]:
+def bleu_by_length(hypotheses, references, lengths, buckets, num_samples: int | None = None,
+                   seed: int = 0) -> list[dict]:
     """Corpus BLEU within each length bucket.
 
     ``buckets`` is a list of ``(low, high)`` inclusive ranges of ``lengths`` (e.g. source lengths).
-    Returns one dict per non-empty bucket: ``{'bucket': 'low-high', 'pairs': n, 'bleu': ...}``.
+    Returns one dict per non-empty bucket: ``{'bucket': 'low-high', 'pairs': n, 'bleu': ...}``; with
+    ``num_samples``, also ``'low'`` and ``'high'``, the bucket's bootstrap 95 % interval
+    (``bootstrap_bleu``): a bucket of a few dozen sentences has a wide one.
     """
     if not len(hypotheses) == len(references) == len(lengths):
         raise ValueError(f"expected as many hypotheses, references and lengths, got {len(hypotheses)}, "
@@ -134,8 +137,13 @@ def bleu_by_length(hypotheses, references, lengths, buckets) -> list[dict]:
         keep = [i for i, n in enumerate(lengths) if low <= n <= high]
         if keep:
             label = str(low) if low == high else f"{low}-{high}"
-            rows.append({"bucket": label, "pairs": len(keep),
-                         "bleu": corpus_bleu([hypotheses[i] for i in keep], [references[i] for i in keep])})
+            hyps, refs = [hypotheses[i] for i in keep], [references[i] for i in keep]
+            if num_samples is None:
+                rows.append({"bucket": label, "pairs": len(keep), "bleu": corpus_bleu(hyps, refs)})
+            else:
+                interval = bootstrap_bleu(hyps, refs, num_samples=num_samples, seed=seed)
+                rows.append({"bucket": label, "pairs": len(keep), "bleu": interval.bleu, "low": interval.low,
+                             "high": interval.high})
     return rows
 
 

@@ -116,16 +116,18 @@ def summarize_runs(record: dict, models=None) -> list[dict]:
 
 
 def format_summary(rows: list[dict]) -> str:
-    """The rows of ``summarize_runs`` as a fixed-width table (BLEU: mean and min–max over the seeds)."""
+    """The rows of ``summarize_runs`` as a fixed-width table: test BLEU as mean (min-max) over the seeds, the
+    mean of the seeds' bootstrap 95 % intervals, multi-reference BLEU, AER as mean (min-max), parameters and
+    seconds of training (mean)."""
     width = max([15, *(len(r["model"]) for r in rows)])
-    lines = [f"{'model':<{width}} {'seeds':>5} {'test BLEU (min-max)':>20} {'multi-ref BLEU':>15} {'AER':>6} "
-             f"{'parameters':>11} {'seconds':>8}"]
+    lines = [f"{'model':<{width}} {'seeds':>5} {'test BLEU (min-max)':>19} {'95% interval':>12} "
+             f"{'multi-ref':>9} {'grammar AER (min-max)':>21} {'parameters':>10} {'seconds':>7}"]
     for r in rows:
-        bleu, multi = r["bleu"], r["multi_bleu"]
-        aer = "-" if r["aer"] is None else f"{r['aer']['mean']:.3f}"
+        bleu, multi, (low, high) = r["bleu"], r["multi_bleu"], r["bleu_interval"]
+        aer = "-" if r["aer"] is None else f"{r['aer']['mean']:.3f} ({r['aer']['min']:.3f}-{r['aer']['max']:.3f})"
         lines.append(f"{r['model']:<{width}} {len(r['seeds']):>5} "
-                     f"{bleu['mean']:>7.1f} ({bleu['min']:4.1f}-{bleu['max']:4.1f}) "
-                     f"{multi['mean']:>15.1f} {aer:>6} {r['parameters']:>11,} {r['seconds']['mean']:>8.0f}")
+                     f"{bleu['mean']:>7.1f} ({bleu['min']:4.1f}-{bleu['max']:4.1f}) {low:>6.1f}-{high:<5.1f} "
+                     f"{multi['mean']:>9.1f} {aer:>21} {r['parameters']:>10,} {r['seconds']['mean']:>7.0f}")
     return "\n".join(lines)
 
 

@@ -500,3 +500,23 @@ def test_every_translator_has_a_book_recipe_and_a_scored_run(grammar):
     model, row = train_and_score("Luong general, no feeding", grammar, progress=False, **settings)
     assert row["model"] == "Luong general, no feeding" and model.config["score"] == "general"
     assert model.config["scaled"] is True and model.config["input_feeding"] is False
+
+
+def test_a_recipe_trained_in_a_chapter_is_the_benchmarks_run(grammar, monkeypatch):
+    """``train_recipe`` (what a chapter calls) trains the same model, step for step, as ``train_and_score`` with
+    ``book_settings`` (what the stored benchmark runs), for the same seed."""
+    from attn_utils import compare
+
+    small = {"embed_size": 8, "num_hiddens": 8, "batch_size": 16}
+    monkeypatch.setattr(compare, "BOOK_BATCH", 16)
+    for name, seed in [("Luong general", 0), ("Transformer", 1)]:
+        ours, history = compare.train_recipe(name, grammar, max_steps=3, seed=seed, progress=False,
+                                             **{k: v for k, v in small.items() if k != "batch_size"})
+        theirs, row = train_and_score(name, grammar, seed=seed, progress=False,
+                                      **{**compare.book_settings(name, max_steps=3), **small})
+        assert len(history.steps) == row["steps"] == 3 and history.evals == {}
+        assert ours.config == theirs.config
+        for (key, a), b in zip(ours.state_dict().items(), theirs.state_dict().values()):
+            torch.testing.assert_close(a, b, msg=key)
+    with pytest.raises(ValueError, match="name must be one of"):
+        compare.train_recipe("GPT", grammar)

@@ -16,7 +16,7 @@ from attn_utils.evaluate import (
     translate,
     translate_split,
 )
-from attn_utils.metrics import corpus_bleu
+from attn_utils.metrics import bootstrap_bleu, corpus_bleu
 from attn_utils.seq2seq import Decoder, Encoder, EncoderDecoder, make_seq2seq
 
 PAD, BOS, EOS, UNK, A, B = range(6)
@@ -159,6 +159,11 @@ def test_bleu_by_length():
     assert [r["bucket"] for r in rows] == ["1-3", "4-5"] and [r["pairs"] for r in rows] == [1, 2]
     assert rows[0]["bleu"] == pytest.approx(100.0)
     assert rows[1]["bleu"] == pytest.approx(corpus_bleu(hyps[1:], refs[1:]))
+    with_intervals = bleu_by_length(hyps, refs, [3, 5, 5], [(1, 3), (4, 5)], num_samples=200, seed=3)
+    assert [r["bleu"] for r in with_intervals] == pytest.approx([r["bleu"] for r in rows])
+    expected = bootstrap_bleu(hyps[1:], refs[1:], num_samples=200, seed=3)
+    assert (with_intervals[1]["low"], with_intervals[1]["high"]) == pytest.approx((expected.low, expected.high))
+    assert with_intervals[1]["low"] < with_intervals[1]["bleu"] and with_intervals[0]["low"] == pytest.approx(100.0)
 
 
 def test_bleu_report_scores_single_and_all_references_with_intervals(tmp_path):

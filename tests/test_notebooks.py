@@ -162,7 +162,7 @@ def test_setup_tool_writes_and_checks(tmp_path):
 
 
 TRAINERS = re.compile(r"\b(budget|attn_utils\.fit|train_seq2seq|train_classifier|train_language_model|"
-                      r"train_and_score|compare_translators)\(")
+                      r"train_and_score|train_recipe|compare_translators)\(")
 
 
 def _output_text(cell: dict) -> str:

@@ -52,7 +52,9 @@ def test_summarize_runs_gives_mean_min_max_over_seeds():
         summarize_runs(_record(), ["Luong dot"])
     table = format_summary(rows).splitlines()
     assert len(table) == 3
-    assert table[2].split()[:4] == ["Bahdanau", "3", "25.0", "(20.0-29.0)"] and "0.200" in table[2]
+    assert table[2].split() == ["Bahdanau", "3", "25.0", "(20.0-29.0)", "24.0-26.5", "35.0", "0.200",
+                                "(0.100-0.300)", "1,008", "220"]
+    assert table[1].split()[:6] == ["no", "attention", "2", "11.5", "(10.0-13.0)", "10.5-13.0"]
 
 
 @pytest.mark.parametrize("breakage, message", [
@@ -114,3 +116,38 @@ def test_the_stored_comparison_matches_the_book_recipes():
     for name in swept:  # each swept model is trained with the learning rate that did best in the sweep
         best = max((s for s in record["sweep"] if s["model"] == name), key=lambda s: s["val_bleu"])
         assert BOOK_RECIPES[name].train["lr"] == best["lr"], (name, best)
+
+
+def _printed(cell: dict) -> str:
+    return "".join("".join(out.get("text", "")) for out in cell.get("outputs", []))
+
+
+STORED_TABLE_CHAPTERS = ["part2_seq2seq/04_encoder_decoder.ipynb", "part2_seq2seq/05_bahdanau_attention.ipynb",
+                         "part2_seq2seq/06_luong_attention.ipynb", "part3_transformer/10_transformer.ipynb"]
+
+
+@pytest.mark.parametrize("chapter", STORED_TABLE_CHAPTERS)
+def test_the_chapters_stored_tables_agree_with_the_file(chapter):
+    """Every table a chapter printed from the stored comparison (``format_summary``) shows, row for row, what the
+    committed file gives now: a re-run benchmark without re-executed chapters fails here."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    record = load_translator_results(find_results_file(start=__file__))
+    names = sorted({run["model"] for run in record["runs"]}, key=len, reverse=True)  # longest first: no prefix clash
+    cells = json.loads((root / "chapters" / chapter).read_text(encoding="utf-8"))["cells"]
+    tables = [_printed(c) for c in cells if c["cell_type"] == "code" and "format_summary(" in "".join(c["source"])]
+    assert tables, f"{chapter} prints no table from the stored comparison"
+    checked = 0
+    for text in tables:
+        lines = text.splitlines()
+        header = next((k for k, line in enumerate(lines) if line.startswith("model ")), None)
+        assert header is not None, f"{chapter} has a stored-results table without output: `make execute NB=...`"
+        for line in lines[header + 1:]:
+            name = next((n for n in names if line.startswith(n + " ")), None)
+            if name is None:
+                break  # the table ends at the first line that is not a model's row
+            expected = format_summary(summarize_runs(record, [name])).splitlines()[1]
+            assert line.split() == expected.split(), (chapter, name)
+            checked += 1
+    assert checked, f"{chapter}'s stored-results tables hold no model row"

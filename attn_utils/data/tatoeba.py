@@ -24,6 +24,8 @@ DATA_ENV_VAR = "ATTN_UTILS_DATA"
 DATA_URL = "http://d2l-data.s3-accelerate.amazonaws.com/"
 FRA_ENG_URL = DATA_URL + "fra-eng.zip"
 FRA_ENG_SHA1 = "94646ad1522d915e7b0f9296181140edcf86a4f5"
+#: about how many pairs d2l's ``fra-eng.zip`` holds (a local copy may be a subset of it)
+FULL_FILE_PAIRS = 167_000
 _CANDIDATES = ("fra.txt", os.path.join("fra-eng", "fra.txt"), "fra-eng.zip")
 
 
@@ -90,6 +92,14 @@ def load_tatoeba(data_path: str | os.PathLike | None = None, cache_dir: str | os
     path, origin = locate(data_path, cache_dir, url, sha1)
     corpus = parse_pairs(read_pairs_text(path), name="tatoeba")
     if verbose:
-        print(f"Tatoeba English-French: {len(corpus):,} pairs from {origin}, "
-              f"{corpus.malformed:,} malformed line(s) skipped")
+        print(describe(corpus, path.name, origin))
     return corpus
+
+
+def describe(corpus: ParallelCorpus, filename: str, origin: str) -> str:
+    """One line naming the file read, its size and the length of its English sentences (no paths):
+    length claims about "the corpus" hold for the file this line describes."""
+    lengths = [len(s) for s in corpus.src] or [0]
+    return (f"Tatoeba English-French: {filename} from {origin}, {len(corpus):,} pairs (d2l's full file holds "
+            f"about {FULL_FILE_PAIRS:,}), English sentences of {min(lengths)} to {max(lengths)} tokens, "
+            f"{corpus.malformed:,} malformed line(s) skipped")
