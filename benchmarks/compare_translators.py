@@ -72,10 +72,10 @@ def run_job(job: dict) -> dict:
     name, seed = job["model"], job["seed"]
     if job["section"] == "grammar_runs":
         data = attn_utils.load_translation_data("grammar", verbose=False)
-        recipe = BOOK_RECIPES[name]  # the recipe's model options (e.g. scaled scores), at the grammar sizes
-        options = {key: value for key, value in recipe.model.items() if key in MODEL_OPTIONS}
+        recipe = BOOK_RECIPES[name]  # the recipe's model options (e.g. scaled scores) and depth, at the grammar sizes
+        options = {key: value for key, value in recipe.model.items() if key in (*MODEL_OPTIONS, "num_layers")}
         _, row = train_and_score(name, data, seed=seed, device=device, progress=False, translator=recipe.translator,
-                                 **options, **GRAMMAR)
+                                 **{**GRAMMAR, **options})
         return {"section": "grammar_runs", "model": name, "seed": seed, "bleu": row["bleu"], "aer": row["aer"]}
     data = _tatoeba()
     settings = book_settings(name, job["steps"])
@@ -128,6 +128,11 @@ def main(argv=None) -> int:
         old = json.loads(args.out.read_text(encoding="utf-8"))
         record.update({section: old[section] for section in SECTIONS if section in old})
         record["commands"] = old.get("commands", []) + record["commands"]
+        record["recipes"] = {**old.get("recipes", {}), **record["recipes"]}  # the file keeps every model it holds
+        if "notes" in old:
+            record["notes"] = old["notes"]
+        earlier = old.get("earlier_commits", []) + [old["commit"]]  # the runs kept were made at these commits
+        record["earlier_commits"] = [c for c in dict.fromkeys(earlier) if c != record["commit"]]
         done = {(section, r["model"], r["seed"], r.get("lr")) for section in SECTIONS for r in record[section]}
 
     jobs = []
