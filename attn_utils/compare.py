@@ -89,8 +89,10 @@ def train_recipe(name: str, data, *, max_steps: int = BOOK_STEPS, seed: int = 0,
                  **kwargs) -> tuple[EncoderDecoder, History]:
     """Build and train the book recipe ``name`` for ``max_steps`` steps: ``(model, history)``.
 
-    With the book's ``max_steps`` and ``seed=0`` this is the seed-0 run of the stored comparison
-    (``benchmarks/compare_translators.py``), step for step. ``kwargs`` go to ``train_seq2seq``
+    With the book's ``max_steps`` and ``seed=0`` it repeats the seed-0 run of the stored comparison
+    (``benchmarks/compare_translators.py``): the same initial weights and the same batches. The result is
+    identical only with the same device and number of threads; otherwise floating-point sums taken in another
+    order let the two runs drift apart by about as much as two seeds differ. ``kwargs`` go to ``train_seq2seq``
     (``eval_points``, ``progress``, or ``time_budget``, which then ends training first).
     """
     return build_and_train(name, data, seed=seed, device=device, **{**book_settings(name, max_steps), **kwargs})
