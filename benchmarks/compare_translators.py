@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 import attn_utils
-from attn_utils.compare import BOOK_BATCH, BOOK_RECIPES, BOOK_STEPS, MODEL_OPTIONS, book_settings, train_and_score
+from attn_utils.compare import BOOK_BATCH, BOOK_RECIPES, BOOK_STEPS, book_settings, train_and_score
 from attn_utils.stored_results import check_translator_results, format_summary, summarize_runs
 
 RESULTS = Path(__file__).resolve().parent / "results" / "translators_cpu.json"
@@ -42,8 +42,7 @@ MAIN_MODELS = ("no attention", "Bahdanau", "Luong general", "Transformer")
 TRAIN_PAIRS = 40_000
 EVAL_POINTS = 10
 BOOTSTRAP_SAMPLES = 1000
-GRAMMAR = dict(embed_size=32, num_hiddens=64, num_layers=1, window=2, lr=1e-2, batch_size=64, max_steps=300,
-               warmup=20)
+GRAMMAR = dict(embed_size=32, num_hiddens=64, lr=1e-2, batch_size=64, max_steps=300, warmup=20)
 
 
 def machine(threads: int, workers: int) -> dict:
@@ -72,10 +71,9 @@ def run_job(job: dict) -> dict:
     name, seed = job["model"], job["seed"]
     if job["section"] == "grammar_runs":
         data = attn_utils.load_translation_data("grammar", verbose=False)
-        recipe = BOOK_RECIPES[name]  # the recipe's model options (e.g. scaled scores) and depth, at the grammar sizes
-        options = {key: value for key, value in recipe.model.items() if key in (*MODEL_OPTIONS, "num_layers")}
+        recipe = BOOK_RECIPES[name]  # the recipe's design (depth, window, scaled scores...) at the grammar sizes
         _, row = train_and_score(name, data, seed=seed, device=device, progress=False, translator=recipe.translator,
-                                 **{**GRAMMAR, **options})
+                                 **{**recipe.model, **GRAMMAR})
         return {"section": "grammar_runs", "model": name, "seed": seed, "bleu": row["bleu"], "aer": row["aer"]}
     data = _tatoeba()
     settings = book_settings(name, job["steps"])

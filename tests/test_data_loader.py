@@ -275,3 +275,19 @@ def test_real_file_tokens_equal_d2ls(d2l, real_path):
 def test_real_file_vocab_sizes(real_data):
     assert 4000 < len(real_data.src_vocab) < 8000 and 7000 < len(real_data.tgt_vocab) < 13000
     assert real_data.tgt_vocab.unk == 3
+
+
+def test_unseen_pairs_are_held_out_like_the_test_set(tmp_path):
+    write_fra(tmp_path, num_pairs=300)
+    data = load_translation_data("auto", data_path=tmp_path, num_train=150, num_val=30, num_test=40, seed=0,
+                                 verbose=False)
+    unseen = data.unseen_pairs()
+    used = set(data.split.train) | set(data.split.val) | set(data.split.test)
+    train_english = {" ".join(s) for s in data.train.src}
+    assert unseen and unseen == sorted(unseen) and not used & set(unseen)
+    assert not {" ".join(data.corpus.src[i]) for i in unseen} & train_english
+    # every pair is used, seen in training, or unseen
+    seen = {i for i in range(len(data.corpus)) if " ".join(data.corpus.src[i]) in train_english}
+    assert used | seen | set(unseen) == set(range(len(data.corpus)))
+    long = data.unseen_pairs(min_length=6)
+    assert long == [i for i in unseen if len(data.corpus.src[i]) >= 6] and len(long) < len(unseen)

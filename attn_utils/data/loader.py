@@ -70,6 +70,16 @@ class TranslationData:
         """Number of pairs in each split."""
         return self.split.sizes()
 
+    def unseen_pairs(self, min_length: int = 1) -> list[int]:
+        """Indices (into ``corpus``, in order) of the pairs no split uses whose source sentence never occurs in
+        training and has at least ``min_length`` tokens: held out as well as the test set, for larger samples."""
+        if "unseen" not in self._cache:
+            train_sources = {" ".join(self.corpus.src[i]) for i in self.split.train}
+            used = set(self.split.train) | set(self.split.val) | set(self.split.test)
+            self._cache["unseen"] = [i for i in range(len(self.corpus)) if i not in used
+                                     and " ".join(self.corpus.src[i]) not in train_sources]
+        return [i for i in self._cache["unseen"] if len(self.corpus.src[i]) >= min_length]
+
     def tokenize(self, sentence: str) -> list[str]:
         """Tokens of a sentence typed by hand, preprocessed the way this corpus was."""
         return tokenize_date(sentence) if self.source == "dates" else tokenize(preprocess(sentence))
