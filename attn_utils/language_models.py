@@ -6,6 +6,8 @@
   key-value cache with the convention of ``TransformerDecoder``.
 * ``MaskedLanguageModel``: a pre-norm ``TransformerEncoder`` and a prediction head for the tokens
   hidden by BERT's masking scheme (Devlin et al., 2019), ``bert_mask`` / ``mask_tokens``.
+* Both use GPT's and BERT's GELU in the feed-forward network by default (``activation="relu"`` gives
+  the original Transformer's ReLU).
 * ``train_language_model``: one small training loop for both (Adam, warm-up, linear decay, clipping).
 """
 
@@ -47,12 +49,12 @@ class CausalLanguageModel(nn.Module):
 
     def __init__(self, vocab_size: int, num_hiddens: int = 128, ffn_num_hiddens: int = 512, num_heads: int = 4,
                  num_blks: int = 2, dropout: float = 0.0, use_bias: bool = False, *, max_len: int = 256,
-                 learned_positions: bool = True):
+                 learned_positions: bool = True, activation: str = "gelu"):
         super().__init__()
         self.num_heads, self.max_len, self.num_hiddens = num_heads, max_len, num_hiddens
         self.embedding, self.pos_encoding, self.blks, self.final_norm = build_stack(
             TransformerDecoderBlock, vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks, dropout, use_bias,
-            True, max_len, learned_positions, cross_attention=False)
+            True, max_len, learned_positions, cross_attention=False, activation=activation)
         self.dense = nn.Linear(num_hiddens, vocab_size, bias=False)
         self.dense.weight = self.embedding.weight  # tied: one matrix reads and writes tokens
         _init_weights(self, self.embedding, num_hiddens)
@@ -117,11 +119,11 @@ class MaskedLanguageModel(nn.Module):
 
     def __init__(self, vocab_size: int, num_hiddens: int = 128, ffn_num_hiddens: int = 512, num_heads: int = 4,
                  num_blks: int = 2, dropout: float = 0.0, use_bias: bool = False, *, max_len: int = 256,
-                 learned_positions: bool = True):
+                 learned_positions: bool = True, activation: str = "gelu"):
         super().__init__()
         self.encoder = TransformerEncoder(vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks, dropout,
                                           use_bias, norm_first=True, max_len=max_len,
-                                          learned_positions=learned_positions)
+                                          learned_positions=learned_positions, activation=activation)
         self.head = nn.Sequential(nn.Linear(num_hiddens, num_hiddens), nn.GELU(), nn.LayerNorm(num_hiddens))
         self.dense = nn.Linear(num_hiddens, vocab_size)
         self.dense.weight = self.encoder.embedding.weight
@@ -172,9 +174,10 @@ def bert_mask(tokens: torch.Tensor, maskable: torch.Tensor, choose: torch.Tensor
 def mask_tokens(tokens: torch.Tensor, maskable: torch.Tensor, mask_id: int, vocab_size: int, *,
                 random_low: int = 0, mask_prob: float = 0.15, generator: torch.Generator | None = None):
     """``bert_mask`` with its draws taken from ``generator`` (on the generator's device, then moved to
-    the tokens'): each maskable token is chosen independently with probability ``mask_prob`` (as in
-    RoBERTa's dynamic masking), and random replacements are uniform over ``random_low .. vocab_size - 1``
-    (pass the first ordinary token's index to never insert ``<pad>``, ``<mask>``, ...)."""
+    the tokens'): each maskable token is chosen independently with probability ``mask_prob`` (so the
+    count per sequence varies; BERT's and RoBERTa's code pick a fixed count), and random replacements
+    are uniform over ``random_low .. vocab_size - 1`` (pass the first ordinary token's index to never
+    insert ``<pad>``, ``<mask>``, ...)."""
     check_tokens(tokens, "tokens")
     if not 0 <= random_low < vocab_size:
         raise ValueError(f"random_low must lie in 0..vocab_size - 1 = {vocab_size - 1}, got {random_low}")

@@ -128,8 +128,9 @@ def loglog_slope(xs, ys) -> float:
     return sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
 
 
-def interleaved_medians(fns, device="cpu", repeats: int = 10, warmup: int = 2) -> list[float]:
-    """Median seconds of each of ``fns``, run in turn within every repeat so all see the same load."""
+def interleaved_times(fns, device="cpu", repeats: int = 10, warmup: int = 2) -> list[list[float]]:
+    """Seconds of each of ``fns`` in every repeat: one list per function, entry i from repeat i. The
+    functions run in turn within every repeat, so all see the same load."""
     device = torch.device(device)
     for _ in range(warmup):
         for fn in fns:
@@ -142,7 +143,12 @@ def interleaved_medians(fns, device="cpu", repeats: int = 10, warmup: int = 2) -
             fn()
             _synchronize(device)
             out.append(time.perf_counter() - start)
-    return [statistics.median(t) for t in times]
+    return times
+
+
+def interleaved_medians(fns, device="cpu", repeats: int = 10, warmup: int = 2) -> list[float]:
+    """Median seconds of each of ``fns``, run in turn within every repeat so all see the same load."""
+    return [statistics.median(t) for t in interleaved_times(fns, device, repeats, warmup)]
 
 
 def environment(device) -> dict:

@@ -13,11 +13,12 @@
 from __future__ import annotations
 
 import math
+import statistics
 
 import torch
 
 from .checks import check_tokens
-from .measure import interleaved_medians
+from .measure import interleaved_times
 
 
 def _check_temperature(temperature) -> float:
@@ -141,14 +142,15 @@ def kv_cache_bytes(num_blks: int, num_heads: int, length: int, head_dim: int, ba
     return 2 * num_blks * num_heads * length * head_dim * batch * itemsize
 
 
-def time_generation(model, lengths, *, batch: int = 1, prompt_len: int = 1, repeats: int = 3,
+def time_generation(model, lengths, *, batch: int = 1, prompt_len: int = 1, repeats: int = 5,
                     progress: bool = False) -> list[dict]:
     """Greedy generation of each of ``lengths`` new tokens with and without the cache, timed.
 
     Returns one dict per length: ``length``, ``cached_s`` and ``uncached_s`` (median seconds over
     ``repeats`` runs, after one untimed warm-up run of the shortest length), ``speedup``
-    (uncached / cached), ``cached_ms_per_token``, ``uncached_ms_per_token`` and ``cache_bytes`` (the
-    cache at the end, from ``kv_cache_bytes``). Both runs are checked to write the same tokens. The
+    (uncached / cached medians) with ``speedup_min`` and ``speedup_max`` (the smallest and largest
+    ratio of the two runs of one repeat), ``cached_ms_per_token``, ``uncached_ms_per_token`` and
+    ``cache_bytes`` (the cache at the end, from ``kv_cache_bytes``). Both runs are checked to write the same tokens. The
     prompt is ``prompt_len`` random tokens; use an untrained model so no ``<eos>`` cuts anything short.
     """
     lengths = list(lengths)
@@ -170,12 +172,15 @@ def time_generation(model, lengths, *, batch: int = 1, prompt_len: int = 1, repe
     results = []
     for n in lengths:
         # interleaved, so both see the same machine load (the warm-up above already ran)
-        cached, uncached = interleaved_medians([lambda n=n: run(n, True), lambda n=n: run(n, False)], device,
-                                               repeats=repeats, warmup=0)
+        cached_runs, uncached_runs = interleaved_times([lambda n=n: run(n, True), lambda n=n: run(n, False)],
+                                                       device, repeats=repeats, warmup=0)
+        cached, uncached = statistics.median(cached_runs), statistics.median(uncached_runs)
+        ratios = [u / c for c, u in zip(cached_runs, uncached_runs)]  # one speed-up per repeat
         if not torch.equal(outputs[True], outputs[False]):
             raise RuntimeError(f"cached and uncached generation of {n} tokens wrote different tokens")
         blk = model.blks[0].attention1
         results.append(dict(length=n, cached_s=cached, uncached_s=uncached, speedup=uncached / cached,
+                            speedup_min=min(ratios), speedup_max=max(ratios),
                             cached_ms_per_token=1e3 * cached / n, uncached_ms_per_token=1e3 * uncached / n,
                             cache_bytes=kv_cache_bytes(len(model.blks), blk.num_heads, prompt_len + n - 1,
                                                        blk.num_hiddens // blk.num_heads, batch, weight.dtype)))

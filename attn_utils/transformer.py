@@ -29,14 +29,23 @@ from .multihead import MultiHeadAttention
 from .positional import LearnedPositionalEncoding, PositionalEncoding
 from .seq2seq import Decoder, Encoder, EncoderDecoder, source_lengths
 
+ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}  # the Transformer's ReLU; GPT's and BERT's GELU
+
 
 class PositionWiseFFN(nn.Module):
-    """d2l's ``PositionWiseFFN``: ``dense2(relu(dense1(X)))``, the same two-layer MLP at every position."""
+    """d2l's ``PositionWiseFFN``: ``dense2(relu(dense1(X)))``, the same two-layer MLP at every position.
 
-    def __init__(self, ffn_num_hiddens: int, ffn_num_outputs: int, ffn_num_inputs: int | None = None):
+    ``activation="gelu"`` puts the GELU of GPT and BERT in place of the ReLU (the module keeps d2l's
+    attribute name ``relu`` either way, so state dicts stay interchangeable).
+    """
+
+    def __init__(self, ffn_num_hiddens: int, ffn_num_outputs: int, ffn_num_inputs: int | None = None, *,
+                 activation: str = "relu"):
         super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
         self.dense1 = nn.Linear(ffn_num_inputs or ffn_num_outputs, ffn_num_hiddens)
-        self.relu = nn.ReLU()
+        self.relu = ACTIVATIONS[activation]()
         self.dense2 = nn.Linear(ffn_num_hiddens, ffn_num_outputs)
 
     def forward(self, X):
@@ -68,12 +77,12 @@ class TransformerEncoderBlock(nn.Module):
     """Self-attention then the FFN, each with its residual connection and layer norm (d2l's names)."""
 
     def __init__(self, num_hiddens: int, ffn_num_hiddens: int, num_heads: int, dropout: float,
-                 use_bias: bool = False, *, norm_first: bool = False):
+                 use_bias: bool = False, *, norm_first: bool = False, activation: str = "relu"):
         super().__init__()
         self.norm_first = norm_first
         self.attention = MultiHeadAttention(num_hiddens, num_heads, dropout, use_bias)
         self.addnorm1 = AddNorm(num_hiddens, dropout)
-        self.ffn = PositionWiseFFN(ffn_num_hiddens, num_hiddens)
+        self.ffn = PositionWiseFFN(ffn_num_hiddens, num_hiddens, activation=activation)
         self.addnorm2 = AddNorm(num_hiddens, dropout)
 
     def forward(self, X, valid_lens=None):
@@ -96,7 +105,8 @@ class TransformerDecoderBlock(nn.Module):
     """
 
     def __init__(self, num_hiddens: int, ffn_num_hiddens: int, num_heads: int, dropout: float,
-                 use_bias: bool = False, *, norm_first: bool = False, cross_attention: bool = True):
+                 use_bias: bool = False, *, norm_first: bool = False, cross_attention: bool = True,
+                 activation: str = "relu"):
         super().__init__()
         self.norm_first = norm_first
         self.cross_attention = cross_attention
@@ -105,7 +115,7 @@ class TransformerDecoderBlock(nn.Module):
         if cross_attention:
             self.attention2 = MultiHeadAttention(num_hiddens, num_heads, dropout, use_bias)
             self.addnorm2 = AddNorm(num_hiddens, dropout)
-        self.ffn = PositionWiseFFN(ffn_num_hiddens, num_hiddens)
+        self.ffn = PositionWiseFFN(ffn_num_hiddens, num_hiddens, activation=activation)
         self.addnorm3 = AddNorm(num_hiddens, dropout)
 
     def forward(self, X, past_k, past_v, cross_k=None, cross_v=None, enc_valid_lens=None):
@@ -174,12 +184,12 @@ class TransformerEncoder(Encoder):
 
     def __init__(self, vocab_size: int, num_hiddens: int, ffn_num_hiddens: int, num_heads: int, num_blks: int,
                  dropout: float, use_bias: bool = False, *, norm_first: bool = False, max_len: int = 1000,
-                 learned_positions: bool = False):
+                 learned_positions: bool = False, activation: str = "relu"):
         super().__init__()
         self.num_hiddens = num_hiddens
         self.embedding, self.pos_encoding, self.blks, self.final_norm = build_stack(
             TransformerEncoderBlock, vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks, dropout, use_bias,
-            norm_first, max_len, learned_positions)
+            norm_first, max_len, learned_positions, activation=activation)
 
     @property
     def attention_weights(self):

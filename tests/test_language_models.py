@@ -267,9 +267,10 @@ def test_kv_cache_bytes_formula_and_errors():
 
 def test_time_generation_reports_each_length():
     model = small_lm(dtype=torch.float32)
-    rows = time_generation(model, [4, 8], repeats=1)
+    rows = time_generation(model, [4, 8], repeats=3)
     assert [r["length"] for r in rows] == [4, 8]
     assert all(r["cached_s"] > 0 and r["uncached_s"] > 0 for r in rows)
+    assert all(r["speedup_min"] <= r["speedup_max"] and r["speedup_min"] > 0 for r in rows)
     assert rows[1]["cache_bytes"] == kv_cache_bytes(2, 4, 8, 4)
     with pytest.raises(ValueError, match="lengths"):
         time_generation(model, [])
@@ -422,3 +423,24 @@ def test_models_sampling_and_masking_on_any_device(any_device):
     assert inputs.device.type == any_device.type and labels.device.type == any_device.type
     mlm = MaskedLanguageModel(30, 16, 32, 4, 1).to(any_device)
     assert mlm(inputs).shape == (4, 7, 30)
+
+
+
+def test_language_models_use_gelu_unless_told_otherwise():
+    from attn_utils import CausalLanguageModel, MaskedLanguageModel
+
+    for model_class in (CausalLanguageModel, MaskedLanguageModel):
+        for activation, expected in [(None, torch.nn.GELU), ("relu", torch.nn.ReLU), ("gelu", torch.nn.GELU)]:
+            options = {} if activation is None else {"activation": activation}
+            model = model_class(30, num_hiddens=8, ffn_num_hiddens=16, num_heads=2, num_blks=2, **options)
+            ffns = [m for name, m in model.named_modules() if name.endswith("ffn")]
+            assert len(ffns) == 2 and all(type(f.relu) is expected for f in ffns)
+
+
+def test_interleaved_times_runs_each_function_once_per_repeat_in_turn():
+    from attn_utils.measure import interleaved_times
+
+    calls = []
+    times = interleaved_times([lambda: calls.append("a"), lambda: calls.append("b")], repeats=3, warmup=1)
+    assert calls == ["a", "b"] * 4  # one warm-up round, then three timed ones
+    assert [len(t) for t in times] == [3, 3] and all(x >= 0 for t in times for x in t)

@@ -236,3 +236,16 @@ def test_the_transformer_memorises_a_handful_of_pairs(norm_first):
             reached = 50 * (k + 1)
             break
     assert reached is not None, "the Transformer did not memorise 8 pairs in 300 steps"
+
+
+def test_ffn_activation_choice():
+    torch.manual_seed(0)
+    X = torch.randn(2, 3, D)
+    gelu = PositionWiseFFN(FFN, D, activation="gelu")
+    assert torch.allclose(gelu(X), gelu.dense2(torch.nn.functional.gelu(gelu.dense1(X))))
+    relu = PositionWiseFFN(FFN, D)
+    relu.load_state_dict(gelu.state_dict())  # the same parameters under both activations
+    assert torch.allclose(relu(X), relu.dense2(torch.relu(relu.dense1(X))))
+    assert not torch.allclose(relu(X), gelu(X))
+    with pytest.raises(ValueError, match="activation must be one of"):
+        PositionWiseFFN(FFN, D, activation="tanh")

@@ -1,0 +1,103 @@
+"""In-context copying: a task that only attention to the context can solve, and the heads that solve it.
+
+``repeated_segments`` writes sequences of random tokens in which one segment occurs twice, at random
+places and with a random length. Inside the second occurrence the next token is determined by the
+context ("the token that followed this one last time") and by nothing else: an n-gram model fitted
+on other sequences, or any model without access to the whole context, is at chance there. A
+two-layer Transformer can learn the rule with two heads (Olsson et al., 2022, "In-context learning and
+induction heads"): a *previous-token head* in the first layer copies each position's predecessor
+into it, and an *induction head* in the second layer matches the current token against those copies
+and attends to the position right after the earlier occurrence. ``head_scores`` measures both
+behaviours in every head from its attention weights.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .checks import check_tokens
+
+
+@dataclass(frozen=True)
+class RepeatedSegments:
+    """A batch of the copying task.
+
+    ``tokens`` ``(batch, length)``; ``first`` and ``second`` ``(batch,)`` the start of each occurrence
+    of the segment, ``segment_lengths`` ``(batch,)`` its length. ``predictable`` ``(batch, length)`` is
+    True at the positions whose *next* token the context determines: the second occurrence but its
+    last token (position t predicts token t + 1), so ``predictable[:, :-1]`` marks targets ``tokens[:, 1:]``.
+    """
+
+    tokens: torch.Tensor
+    first: torch.Tensor
+    second: torch.Tensor
+    segment_lengths: torch.Tensor
+    predictable: torch.Tensor
+
+
+def repeated_segments(num_sequences: int, length: int, vocab_size: int, min_segment: int, max_segment: int, *,
+                      first_token: int = 0, generator: torch.Generator | None = None) -> RepeatedSegments:
+    """``num_sequences`` sequences of ``length`` tokens drawn uniformly from ``first_token .. vocab_size - 1``.
+
+    Each draws a segment length ``L`` uniformly in ``min_segment .. max_segment`` and two non-overlapping
+    places for it, uniformly (the second after the first), then copies the first occurrence onto the
+    second. The tokens are independent draws, so outside the copy nothing is predictable, and no model
+    gains from excluding tokens already seen. ``predictable`` marks the positions of the copy (but its
+    last) whose token occurs only once before, at its source: there "the token after the earlier
+    occurrence" is defined (a large vocabulary keeps such clashes rare).
+    """
+    if min(num_sequences, length, min_segment) < 1 or min_segment > max_segment:
+        raise ValueError(f"need num_sequences, length >= 1 and 1 <= min_segment <= max_segment, got "
+                         f"num_sequences={num_sequences}, length={length}, min_segment={min_segment}, "
+                         f"max_segment={max_segment}")
+    if 2 * max_segment > length:
+        raise ValueError(f"two segments of up to max_segment={max_segment} tokens do not fit in length={length}")
+    if not 0 <= first_token < vocab_size - 1:
+        raise ValueError(f"need at least 2 tokens in first_token..vocab_size - 1, got first_token={first_token}, "
+                         f"vocab_size={vocab_size}")
+    rand = torch.Generator().manual_seed(0) if generator is None else generator
+    tokens = torch.randint(first_token, vocab_size, (num_sequences, length), generator=rand)
+    lengths = torch.randint(min_segment, max_segment + 1, (num_sequences,), generator=rand)
+    cuts = (torch.rand(num_sequences, 2, generator=rand) * (length - 2 * lengths + 1)[:, None]).long().sort().values
+    firsts = cuts[:, 0]  # gaps: cuts[:, 0] before the first occurrence, cuts[:, 1] - cuts[:, 0] between the two
+    seconds = firsts + lengths + cuts[:, 1] - cuts[:, 0]
+    predictable = torch.zeros(num_sequences, length, dtype=torch.bool)
+    for i, (a, b, L) in enumerate(zip(firsts.tolist(), seconds.tolist(), lengths.tolist())):
+        tokens[i, b:b + L] = tokens[i, a:a + L]
+        row = tokens[i].tolist()
+        for t in range(b, b + L - 1):
+            predictable[i, t] = row[:t].count(row[t]) == 1  # seen once before: at its source a + t - b
+    return RepeatedSegments(tokens, firsts, seconds, lengths, predictable)
+
+
+def head_scores(attention_weights, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+    """How much each head behaves as a previous-token head and as an induction head.
+
+    ``attention_weights`` is a list (one entry a layer) of ``(batch, heads, T, T)`` self-attention
+    weights of a causal model that read ``tokens`` ``(batch, T)``. Returns ``(layers, heads)`` tensors:
+
+    * ``"previous"``: the mean weight that position t puts on position t - 1 (t >= 1);
+    * ``"induction"``: the mean weight that a position t whose token occurred earlier, at j < t, puts
+      on position j + 1, the token that followed it (averaged over such positions; NaN-free: a batch
+      with no repeated token raises).
+    """
+    check_tokens(tokens, "tokens")
+    batch, T = tokens.shape
+    weights = torch.stack([w.detach().float() for w in attention_weights])  # (layers, batch, heads, T, T)
+    if weights.dim() != 5 or weights.shape[1] != batch or weights.shape[3:] != (T, T):
+        raise ValueError(f"attention_weights must be (batch={batch}, heads, {T}, {T}) per layer, got "
+                         f"{[tuple(w.shape) for w in attention_weights]}")
+    t = torch.arange(1, T)
+    previous = weights[:, :, :, t, t - 1].mean(dim=(1, 3))  # (layers, heads)
+    same = (tokens[:, :, None] == tokens[:, None, :]) & torch.ones(T, T, dtype=torch.bool).tril(-1)  # j < t
+    target = torch.zeros(batch, T, T, dtype=torch.bool)  # (batch, query t, key j + 1)
+    target[:, :, 1:] = same[:, :, :-1]
+    queries = target.any(dim=2)  # (batch, T): the positions whose token occurred before
+    if not bool(queries.any()):
+        raise ValueError("no token of the batch repeats an earlier one: the induction score is undefined")
+    mass = (weights * target[None, :, None].to(weights.device)).sum(dim=-1)  # (layers, batch, heads, T)
+    q = queries[None, :, None].to(weights.device)
+    induction = (mass * q).sum(dim=(1, 3)) / q.sum(dim=(1, 3))  # (layers, heads)
+    return {"previous": previous.cpu(), "induction": induction.cpu()}

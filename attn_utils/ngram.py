@@ -1,0 +1,183 @@
+"""Count-based language models: the baselines a neural language model has to beat.
+
+``KneserNeyLM(order)`` is interpolated Kneser–Ney smoothing (Kneser and Ney, 1995; in the
+interpolated form of Chen and Goodman, 1999, with one absolute discount per order):
+
+* highest order, with raw counts ``c``:
+  ``P(w | h) = max(c(h w) - D, 0) / c(h) + D * N1+(h .) / c(h) * P(w | h')``, where ``h'`` drops the
+  oldest word of ``h`` and ``N1+(h .)`` counts the distinct words seen after ``h``;
+* lower orders, with *continuation* counts ``N1+(. h w)`` (the distinct words seen before ``h w``)
+  in place of ``c(h w)``: a word that follows many different contexts is a likely continuation of an
+  unseen one, however often it occurred;
+* the unigram level is interpolated with the uniform distribution over the vocabulary, so every word
+  of the vocabulary has a probability above zero.
+
+A context never seen in training hands all of its mass to the next lower order. The discount of
+each order is ``D = n1 / (n1 + 2 n2)``, with ``n1`` and ``n2`` the numbers of n-grams of that order
+whose (raw or continuation) count is 1 and 2 (Ney, Essen and Kneser, 1994). Sequences are padded
+with ``order - 1`` boundary tokens at the start; the boundary token itself is never predicted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Hashable, Iterable, Sequence
+
+BOUNDARY = "<s>"  # the padding before the first token of a sequence (a context, never a target)
+
+
+def _check_sequences(sequences, name: str) -> list[list]:
+    if isinstance(sequences, (str, bytes)) or not isinstance(sequences, Iterable):
+        raise ValueError(f"{name} must be a list of token sequences, got {type(sequences).__name__}")
+    sequences = [list(s) for s in sequences]
+    if not sequences or not any(sequences):
+        raise ValueError(f"{name} must hold at least one token, got {len(sequences)} empty sequence(s)")
+    return sequences
+
+
+class KneserNeyLM:
+    """Interpolated Kneser–Ney n-gram model over a fixed vocabulary.
+
+    ``KneserNeyLM(order, vocab).fit(sequences)`` counts the n-grams of ``sequences`` (lists of
+    tokens, e.g. word strings or ids; every token must be in ``vocab``, so map rare words to an
+    ``<unk>`` token first). ``prob(word, context)`` and ``logprob`` give ``P(word | context)``,
+    where ``context`` is the list of preceding tokens (only the last ``order - 1`` count; a short
+    one is padded with the boundary token, as at the start of a sequence); ``perplexity(sequences)``
+    scores every token of every sequence. For each context the probabilities sum to 1 over ``vocab``.
+    """
+
+    def __init__(self, order: int, vocab: Iterable[Hashable], discounts: Sequence[float] | None = None):
+        if not isinstance(order, int) or order < 1:
+            raise ValueError(f"order must be a positive integer (1 = unigram), got {order!r}")
+        self.order = order
+        self.vocab = list(dict.fromkeys(vocab))
+        if not self.vocab:
+            raise ValueError("vocab must hold at least one token")
+        if BOUNDARY in self.vocab:
+            raise ValueError(f"{BOUNDARY!r} is the boundary token; it cannot be in the vocabulary")
+        self._in_vocab = set(self.vocab)
+        if discounts is not None and (len(discounts) != order or not all(0 < d < 1 for d in discounts)):
+            raise ValueError(f"discounts must be {order} numbers in (0, 1), one per order (unigram first), "
+                             f"got {discounts!r}")
+        self._fixed_discounts = None if discounts is None else tuple(float(d) for d in discounts)
+        self.fitted = False
+
+    def fit(self, sequences: Iterable[Sequence[Hashable]]) -> KneserNeyLM:
+        """Count the n-grams of ``sequences``; returns the model."""
+        sequences = _check_sequences(sequences, "sequences")
+        n = self.order
+        # counts[k][(context, word)] for k = 1..n: raw counts at the top order, continuation counts below
+        top = Counter()
+        for s in sequences:
+            unknown = next((t for t in s if t not in self._in_vocab), None)
+            if unknown is not None:
+                raise ValueError(f"token {unknown!r} is not in the vocabulary: map it to an <unk> token first")
+            padded = [BOUNDARY] * (n - 1) + s
+            for i in range(n - 1, len(padded)):
+                top[tuple(padded[i - n + 1:i]), padded[i]] += 1
+        self.counts = {n: top}
+        for k in range(n - 1, 0, -1):  # continuation counts: distinct words before (context, word)
+            higher = self.counts[k + 1]
+            self.counts[k] = Counter((context[1:], w) for context, w in higher)
+        self.context_totals, self.followers = {}, {}
+        for k, table in self.counts.items():
+            totals, followers = Counter(), Counter()
+            for (context, _w), c in table.items():
+                totals[context] += c
+                followers[context] += 1
+            self.context_totals[k], self.followers[k] = totals, followers
+        if self._fixed_discounts is not None:
+            self.discounts = self._fixed_discounts
+        else:
+            self.discounts = tuple(self._estimate_discount(self.counts[k]) for k in range(1, n + 1))
+        self.fitted = True
+        return self
+
+    @staticmethod
+    def _estimate_discount(table: Counter) -> float:
+        n1 = sum(1 for c in table.values() if c == 1)
+        n2 = sum(1 for c in table.values() if c == 2)
+        if n1 == 0:
+            return 0.5  # no singletons to estimate from (a tiny corpus): a middle value
+        return min(max(n1 / (n1 + 2 * n2), 0.05), 0.95)
+
+    def _check_word(self, word) -> None:
+        if not self.fitted:
+            raise RuntimeError("call fit(sequences) before asking for probabilities")
+        if word not in self._in_vocab:
+            raise ValueError(f"word {word!r} is not in the vocabulary")
+
+    def _prob(self, word, context: tuple, k: int) -> float:
+        if k == 0:
+            return 1.0 / len(self.vocab)
+        context = context[len(context) - (k - 1):] if k > 1 else ()
+        lower = self._prob(word, context, k - 1)
+        total = self.context_totals[k].get(context, 0)
+        if total == 0:
+            return lower  # an unseen context hands all its mass down
+        d = self.discounts[k - 1]
+        count = self.counts[k].get((context, word), 0)
+        return max(count - d, 0.0) / total + d * self.followers[k][context] / total * lower
+
+    def _context(self, context) -> tuple:
+        context = tuple(context)[-(self.order - 1):] if self.order > 1 else ()
+        return (BOUNDARY,) * (self.order - 1 - len(context)) + context
+
+    def prob(self, word, context: Sequence = ()) -> float:
+        """``P(word | context)``, ``context`` the preceding tokens (the last ``order - 1`` are used)."""
+        self._check_word(word)
+        return self._prob(word, self._context(context), self.order)
+
+    def logprob(self, word, context: Sequence = ()) -> float:
+        """Natural logarithm of ``prob(word, context)``."""
+        return math.log(self.prob(word, context))
+
+    def next_word_probs(self, context: Sequence = ()) -> dict:
+        """``{word: P(word | context)}`` over the whole vocabulary (sums to 1)."""
+        if not self.fitted:
+            raise RuntimeError("call fit(sequences) before asking for probabilities")
+        context = self._context(context)
+        return {w: self._prob(w, context, self.order) for w in self.vocab}
+
+    def sequence_logprobs(self, sequence: Sequence) -> list[float]:
+        """The log-probability of each token of ``sequence`` given the tokens before it in the sequence."""
+        sequence = list(sequence)
+        for w in sequence:
+            self._check_word(w)
+        padded = [BOUNDARY] * (self.order - 1) + sequence
+        n = self.order
+        return [math.log(self._prob(padded[i], tuple(padded[i - n + 1:i]), n)) for i in range(n - 1, len(padded))]
+
+    def perplexity(self, sequences: Iterable[Sequence]) -> float:
+        """``exp`` of the mean negative log-probability over every token of ``sequences``."""
+        sequences = _check_sequences(sequences, "sequences")
+        logs = [lp for s in sequences for lp in self.sequence_logprobs(s)]
+        return math.exp(-sum(logs) / len(logs))
+
+
+class NeighbourGuesser:
+    """The count-based baseline of a masked language model: guess a hidden word from its two neighbours.
+
+    ``NeighbourGuesser(sequences)`` counts, for every word of ``sequences``, its left and right
+    neighbours (the boundary token ``<s>`` at either end). ``guess(left, right)`` returns the word seen
+    most often between ``left`` and ``right``; for a pair never seen, the word seen most often after
+    ``left``, then before ``right``, then the most frequent word. Ties go to the word counted first.
+    """
+
+    def __init__(self, sequences: Iterable[Sequence[Hashable]]):
+        tables = defaultdict(Counter)
+        for s in _check_sequences(sequences, "sequences"):
+            padded = [BOUNDARY, *s, BOUNDARY]
+            for i in range(1, len(padded) - 1):
+                left, w, right = padded[i - 1], padded[i], padded[i + 1]
+                for key in ((left, right), (left, None), (None, right), (None, None)):
+                    tables[key][w] += 1
+        self._best = {key: counter.most_common(1)[0][0] for key, counter in tables.items()}
+
+    def guess(self, left, right):
+        """The most likely hidden word between ``left`` and ``right`` (use ``"<s>"`` at a sequence's ends)."""
+        for key in ((left, right), (left, None), (None, right), (None, None)):
+            if key in self._best:
+                return self._best[key]
+        raise AssertionError("unreachable: (None, None) is always counted")
