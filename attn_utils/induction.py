@@ -81,7 +81,10 @@ def head_scores(attention_weights, tokens: torch.Tensor) -> dict[str, torch.Tens
     * ``"previous"``: the mean weight that position t puts on position t - 1 (t >= 1);
     * ``"induction"``: the mean weight that a position t whose token occurred earlier, at j < t, puts
       on position j + 1, the token that followed it (averaged over such positions; NaN-free: a batch
-      with no repeated token raises).
+      with no repeated token raises);
+    * ``"duplicate"``: the mean weight that such a position puts on the earlier occurrence j itself
+      (a *duplicate-token head*, the other half of another two-layer circuit for the same task: find
+      the earlier occurrence first, then look one position further).
     """
     check_tokens(tokens, "tokens")
     batch, T = tokens.shape
@@ -97,7 +100,10 @@ def head_scores(attention_weights, tokens: torch.Tensor) -> dict[str, torch.Tens
     queries = target.any(dim=2)  # (batch, T): the positions whose token occurred before
     if not bool(queries.any()):
         raise ValueError("no token of the batch repeats an earlier one: the induction score is undefined")
-    mass = (weights * target[None, :, None].to(weights.device)).sum(dim=-1)  # (layers, batch, heads, T)
-    q = queries[None, :, None].to(weights.device)
-    induction = (mass * q).sum(dim=(1, 3)) / q.sum(dim=(1, 3))  # (layers, heads)
-    return {"previous": previous.cpu(), "induction": induction.cpu()}
+    q = queries[None, :, None].to(weights.device)  # (1, batch, 1, T)
+
+    def mean_mass(keys):  # keys (batch, T, T): the weight a query puts on them, averaged over the queries
+        mass = (weights * keys[None, :, None].to(weights.device)).sum(dim=-1)  # (layers, batch, heads, T)
+        return ((mass * q).sum(dim=(1, 3)) / q.sum(dim=(1, 3))).cpu()  # (layers, heads)
+
+    return {"previous": previous.cpu(), "induction": mean_mass(target), "duplicate": mean_mass(same)}

@@ -18,7 +18,8 @@ def test_the_bundled_text_is_the_whole_novel():
 def test_word_tokens():
     assert word_tokens("Call me Ishmael. Some years ago\u2014never mind") == [
         "call", "me", "ishmael", ".", "some", "years", "ago", "\u2014", "never", "mind"]
-    assert word_tokens("The whale\u2019s jaw, 1851; don't!") == ["the", "whale's", "jaw", ",", "1851", ";", "don't", "!"]
+    assert word_tokens("The whale\u2019s jaw, 1851; don't!") == [
+        "the", "whale's", "jaw", ",", "1851", ";", "don't", "!"]
 
 
 def test_chapters_split_by_their_number_and_vocabulary_from_training_only():

@@ -66,6 +66,14 @@ def test_head_scores_of_ideal_heads():
                                                                           + 1 / 8) / 7])
     assert scores["induction"][0].tolist() == pytest.approx([0.0, 1.0, (1 / 5 + 1 / 6 + 1 / 7) / 3])
     assert scores["induction"][1].tolist() == pytest.approx(scores["induction"][0].flip(0).tolist())
+    # the previous-token head looks at the earlier occurrence j = t - 3 never; the induction head at j + 1 only
+    assert scores["duplicate"][0].tolist() == pytest.approx([0.0, 0.0, (1 / 5 + 1 / 6 + 1 / 7) / 3])
+    duplicate = torch.zeros(1, 1, T, T)
+    duplicate[0, 0, :, 0] = 1.0
+    for t, j in [(4, 1), (5, 2), (6, 3)]:
+        duplicate[0, 0, t] = 0.0
+        duplicate[0, 0, t, j] = 1.0
+    assert head_scores([duplicate], tokens)["duplicate"].item() == pytest.approx(1.0)
 
 
 def test_head_scores_refuse_what_they_cannot_score():
