@@ -24,7 +24,8 @@ chapter                                  modules                                
 9   Multi-head attention                 ``multihead``                                ``exercises.ch09``
 10  The Transformer                      ``transformer``                              ``exercises.ch10``
 11  Attention today                      (its two sections:)
-11a GPT- and BERT-style models           ``language_models``, ``sampling``            ``exercises.ch11_models``
+11a GPT- and BERT-style models           ``language_models``, ``sampling``,           ``exercises.ch11_models``
+                                         ``ngram``, ``induction``, ``data.moby_dick``
 11b Making attention fast                ``online_softmax``, ``fast_attention``       ``exercises.ch11_fast``
 shared: device and seed                  ``device``
 shared: masks, argument checks           ``masking``, ``checks``

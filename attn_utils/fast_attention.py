@@ -17,8 +17,14 @@ any tile of weights.
 Shapes: queries (..., n_q, d), keys (..., n_k, d), values (..., n_k, d_v) -> output (..., n_q, d_v)
 and log-sum-exp (..., n_q). ``valid_lens`` takes the forms of :func:`attn_utils.masked_softmax`
 (lengths (batch,), (batch, n_q) or the rows' shape; or a boolean mask broadcastable to the scores,
-True = may attend), and ``causal=True`` lets query i see keys 0..i only (key blocks wholly above the
-diagonal are skipped). A query with no visible key gets a zero output and a log-sum-exp of ``-inf``.
+True = may attend), and ``causal=True`` lets each query see its own position and the earlier ones.
+
+Causal alignment is bottom-right, exactly as :func:`attn_utils.causal_mask`: the queries are taken to
+be the *last* n_q of the n_k positions, so query i sees keys 0..i + (n_k - n_q). With n_q = n_k that is
+keys 0..i; a one-query decode step (n_q = 1) sees every key. Key blocks wholly after a query block's
+last visible key are skipped. With n_q > n_k the first n_q - n_k queries come before every key and see
+none (``causal_mask`` gives them an all-False row): like any query with no visible key they get a zero
+output and a log-sum-exp of ``-inf``, never NaN.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ def _block_masker(valid_lens, causal: bool, score_shape: torch.Size, device: tor
             lengths = lengths_as_row_shape(valid_lens.to(device), score_shape)  # broadcasts to (..., n_q)
     if lengths is None and mask is None and not causal:
         return None
+    offset = score_shape[-1] - score_shape[-2]  # n_k - n_q: query i is position i + offset (causal_mask's rule)
 
     def masker(q0, q1, k0, k1):
         keep = None
@@ -61,7 +68,8 @@ def _block_masker(valid_lens, causal: bool, score_shape: torch.Size, device: tor
             rows = lengths[..., q0:q1] if lengths.shape[-1] > 1 else lengths  # (..., bq or 1)
             keep = torch.arange(k0, k1, device=device) < rows.unsqueeze(-1)  # (..., bq or 1, bk)
         if causal:
-            below = torch.arange(q0, q1, device=device)[:, None] >= torch.arange(k0, k1, device=device)  # (bq, bk)
+            below = torch.arange(q0 + offset, q1 + offset, device=device)[:, None] \
+                >= torch.arange(k0, k1, device=device)  # (bq, bk): key j <= query i + offset
             keep = below if keep is None else keep & below
         return keep
 
@@ -70,6 +78,8 @@ def _block_masker(valid_lens, causal: bool, score_shape: torch.Size, device: tor
 
 def _prepare(queries, keys, values, valid_lens, causal, scale, block_size_q, block_size_k, what):
     check_attention_inputs(queries, keys, values, same_size=True, what=what)
+    if not isinstance(causal, bool):
+        raise ValueError(f"{what}: causal must be True or False, got {type(causal).__name__} {causal!r}")
     check_positive_int("block_size_q", block_size_q)
     check_positive_int("block_size_k", block_size_k)
     score_shape = torch.Size((*queries.shape[:-1], keys.shape[-2]))  # (..., n_q, n_k), never allocated
@@ -77,13 +87,17 @@ def _prepare(queries, keys, values, valid_lens, causal, scale, block_size_q, blo
     return masker, 1.0 / math.sqrt(queries.shape[-1]) if scale is None else float(scale)
 
 
-def _tiles(n_q, n_k, block_size_q, block_size_k, causal):
-    """The (q0, q1, k0, k1) of every tile, query block by query block; under ``causal`` the tiles above
-    the diagonal (every key after the block's last query) are left out."""
+def tile_schedule(n_q, n_k, block_size_q, block_size_k, causal):
+    """Yield ``(q0, q1, [(k0, k1), ...])`` for each block of queries q0..q1 - 1: the key blocks it visits.
+
+    Under ``causal`` the tiles above the (bottom-right aligned) diagonal are left out: those whose first
+    key comes after the last key that the block's last query sees, key (q1 - 1) + (n_k - n_q). A block of
+    queries that see no key (n_q > n_k) gets no tile at all."""
+    offset = n_k - n_q
     for q0 in range(0, n_q, block_size_q):
         q1 = min(q0 + block_size_q, n_q)
         yield q0, q1, [(k0, min(k0 + block_size_k, n_k)) for k0 in range(0, n_k, block_size_k)
-                       if not (causal and k0 > q1 - 1)]
+                       if not (causal and k0 > q1 - 1 + offset)]
 
 
 def _scores(q, k, scale, keep):
@@ -95,7 +109,7 @@ def _scores(q, k, scale, keep):
 def _tiled_forward(q, k, v, masker, causal, scale, block_size_q, block_size_k):
     """Output (..., n_q, d_v) and log-sum-exp (..., n_q), one query block and key block at a time."""
     outputs, lses = [], []
-    for q0, q1, key_blocks in _tiles(q.shape[-2], k.shape[-2], block_size_q, block_size_k, causal):
+    for q0, q1, key_blocks in tile_schedule(q.shape[-2], k.shape[-2], block_size_q, block_size_k, causal):
         qi = q[..., q0:q1, :]  # (..., bq, d)
         m = torch.full(qi.shape[:-1], float("-inf"), dtype=q.dtype, device=q.device)  # (..., bq)
         l = torch.zeros_like(m)
@@ -134,7 +148,7 @@ class FlashAttentionFunction(torch.autograd.Function):
         dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
         D = (d_out * out).sum(dim=-1)  # (..., n_q): rowsum(dO * O)
         shift = safe_shift(lse)  # -inf (no visible key) -> 0, so that P = exp(-inf) = 0 there
-        for q0, q1, key_blocks in _tiles(q.shape[-2], k.shape[-2], block_size_q, block_size_k, causal):
+        for q0, q1, key_blocks in tile_schedule(q.shape[-2], k.shape[-2], block_size_q, block_size_k, causal):
             qi, doi = q[..., q0:q1, :], d_out[..., q0:q1, :]  # (..., bq, d), (..., bq, d_v)
             for k0, k1 in key_blocks:
                 kj, vj = k[..., k0:k1, :], v[..., k0:k1, :]
@@ -154,6 +168,9 @@ def tiled_attention(queries, keys, values, valid_lens=None, *, causal: bool = Fa
 
     ``scale`` defaults to ``1/sqrt(d)``. With ``recompute=True`` the backward pass recomputes the tiles
     (:class:`FlashAttentionFunction`) instead of saving them. Block sizes need not divide the lengths.
+    ``causal=True`` is aligned bottom-right like :func:`attn_utils.causal_mask`: query i of n_q sees keys
+    j <= i + (n_k - n_q), so one query (a decode step) sees all n_k keys; queries that see no key
+    (the first n_q - n_k when n_q > n_k) get zeros and a log-sum-exp of ``-inf``.
     float16/bfloat16 inputs are computed in float32 and the output returned in their dtype.
     """
     masker, scale = _prepare(queries, keys, values, valid_lens, causal, scale, block_size_q, block_size_k,

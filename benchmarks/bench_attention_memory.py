@@ -77,8 +77,7 @@ def main():
           f"batch {args.batch}, {args.heads} heads, d = {args.d}, {args.dtype}, tiles of {args.block_size}; MiB")
     result = run(device, args.lengths, args.batch, args.heads, args.d, args.block_size, getattr(torch, args.dtype))
     if args.out:
-        out = Path(args.out)
-        out = out if out.is_absolute() else Path(__file__).resolve().parent / out
+        out = Path(args.out)  # relative to the current directory: benchmarks/results/NAME.json from the repository root
         out.parent.mkdir(parents=True, exist_ok=True)
         config = {k: v for k, v in vars(args).items() if k not in ("out", "device")}
         out.write_text(json.dumps({"benchmark": "attention_memory", **env, "config": config, **result}, indent=1))

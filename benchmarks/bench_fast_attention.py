@@ -187,8 +187,7 @@ def main():
           f"tiles of {args.block_size}" + (f"; peak {peak} TFLOP/s" if peak else ""))
     rows = run(device, lengths, args.batch, args.heads, args.d, args.block_size, dtype, args.repeats, peak)
     if args.out:
-        out = Path(args.out)
-        out = out if out.is_absolute() else Path(__file__).resolve().parent / out
+        out = Path(args.out)  # relative to the current directory: benchmarks/results/NAME.json from the repository root
         out.parent.mkdir(parents=True, exist_ok=True)
         config = {k: v for k, v in vars(args).items() if k not in ("out", "device")}
         config.update(dtype=str(dtype).replace("torch.", ""), lengths=lengths)

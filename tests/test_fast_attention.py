@@ -13,6 +13,8 @@ from torch.nn import functional as F
 from attn_utils import (
     FlashAttentionFunction,
     attention_memory,
+    causal_mask,
+    fast_attention,
     interleaved_medians,
     loglog_slope,
     masked_softmax,
@@ -34,9 +36,9 @@ def explicit(q, k, v, mask=None, causal=False, scale=None):
     """The reference: scores, masked softmax, weighted sum (autograd through all of it)."""
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = q @ k.transpose(-2, -1) * scale
-    if causal:
-        tril = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
-        mask = tril if mask is None else masked_mask(mask, scores) & tril
+    if causal:  # bottom-right aligned: query i sees keys j <= i + n_k - n_q
+        allowed = causal_mask(q.shape[-2], k.shape[-2], device=q.device)
+        mask = allowed if mask is None else masked_mask(mask, scores) & allowed
     return masked_softmax(scores, mask) @ v
 
 
@@ -163,7 +165,7 @@ def test_masks_equal_explicit_and_sdpa(valid_lens, causal, recompute):
     scores = torch.empty(3, 10, 12)
     mask = masked_mask(valid_lens, scores).expand(3, 10, 12)
     if causal:
-        mask = mask & torch.ones(10, 12, dtype=torch.bool).tril()
+        mask = mask & causal_mask(10, 12)
     visible = mask.any(-1, keepdim=True)
     sdpa = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~visible).masked_fill(~visible, 0.0)
     torch.testing.assert_close(out, sdpa)
@@ -190,6 +192,97 @@ def test_float16_is_computed_in_float32():
     out, _ = tiled_attention(q.half(), k.half(), v.half(), block_size_q=16, block_size_k=16)
     assert out.dtype == torch.float16
     torch.testing.assert_close(out.float(), F.scaled_dot_product_attention(q, k, v), atol=2e-3, rtol=2e-3)
+
+
+# ---------------------------------------------------------------- causal alignment when n_q != n_k
+
+TIGHT = {"atol": 1e-12, "rtol": 1e-12}
+# one query against many keys (a decode step), and n_q < n_k with neither a multiple of the tile sizes; (1, 1) as
+# the edge where both alignments agree
+CROSS_LENGTHS = [(1, 1), (1, 13), (1, 40), (2, 9), (5, 23), (7, 19), (17, 50)]
+
+
+def top_left_mask(n_q, n_k):
+    """The wrong alignment: query i sees keys 0..i whatever n_k is (a one-query step sees key 0 only)."""
+    return torch.ones(n_q, n_k, dtype=torch.bool).tril()
+
+
+@pytest.mark.parametrize("n_q, n_k", CROSS_LENGTHS)
+@pytest.mark.parametrize("block", [1, 3, 16])
+@pytest.mark.parametrize("recompute", [False, True])
+def test_causal_is_aligned_bottom_right_like_causal_mask(n_q, n_k, block, recompute):
+    q = randn(2, 3, n_q, 4, seed=n_q, grad=True)
+    k, v = randn(2, 3, n_k, 4, seed=n_k + 100, grad=True), randn(2, 3, n_k, 5, seed=n_k + 200, grad=True)
+    mask = causal_mask(n_q, n_k)
+    want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    out, lse = tiled_attention(q, k, v, causal=True, block_size_q=block, block_size_k=block, recompute=recompute)
+    torch.testing.assert_close(out, want, **TIGHT)
+    scores = (q @ k.transpose(-2, -1) / 2).masked_fill(~mask, float("-inf"))  # scale 1/sqrt(4)
+    torch.testing.assert_close(lse, torch.logsumexp(scores, dim=-1), **TIGHT)
+    d_out = randn(2, 3, n_q, 5, seed=7)
+    got_grads, want_grads = (torch.autograd.grad(o, (q, k, v), d_out) for o in (out, want))
+    for name, g, w in zip("qkv", got_grads, want_grads):
+        torch.testing.assert_close(g, w, **TIGHT, msg=lambda m, name=name: f"gradient of {name}: {m}")
+    if n_q != n_k:  # the top-left alignment is a different answer, which the old code gave
+        top_left = F.scaled_dot_product_attention(q, k, v, attn_mask=top_left_mask(n_q, n_k))
+        assert not torch.allclose(out, top_left, atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("n_k", [1, 5, 16, 40])
+@pytest.mark.parametrize("recompute", [False, True])
+def test_one_query_decode_step_sees_every_key(n_k, recompute):
+    q, k, v = randn(2, 1, 4, seed=1), randn(2, n_k, 4, seed=2), randn(2, n_k, 3, seed=3)
+    out, _ = tiled_attention(q, k, v, causal=True, block_size_q=3, block_size_k=3, recompute=recompute)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v), **TIGHT)  # no mask at all
+    if n_k > 1:
+        assert not torch.allclose(out, v[:, :1], atol=1e-6, rtol=1e-6)  # not key 0 alone
+
+
+@pytest.mark.parametrize("n_new", [1, 4, 11])
+@pytest.mark.parametrize("block", [1, 3, 16])
+def test_last_queries_alone_equal_the_last_rows_of_causal_self_attention(n_new, block):
+    """The key-value cache's step: the newest n_new queries against all n keys give the same rows as
+    causal self-attention over all n positions."""
+    x_q, k, v = randn(2, 2, 21, 4, seed=4), randn(2, 2, 21, 4, seed=5), randn(2, 2, 21, 6, seed=6)
+    full, full_lse = tiled_attention(x_q, k, v, causal=True, block_size_q=block, block_size_k=block)
+    step, step_lse = tiled_attention(x_q[..., -n_new:, :], k, v, causal=True, block_size_q=block, block_size_k=block)
+    torch.testing.assert_close(step, full[..., -n_new:, :], **TIGHT)
+    torch.testing.assert_close(step_lse, full_lse[..., -n_new:], **TIGHT)
+
+
+@pytest.mark.parametrize("n_q, n_k", CROSS_LENGTHS + [(9, 4), (13, 13), (20, 7)])
+@pytest.mark.parametrize("block_q, block_k", [(1, 1), (3, 3), (16, 16), (3, 16), (16, 3), (4, 7)])
+def test_causal_skips_exactly_the_tiles_that_causal_mask_hides(n_q, n_k, block_q, block_k):
+    mask = causal_mask(n_q, n_k)
+    for q0, q1, key_blocks in fast_attention.tile_schedule(n_q, n_k, block_q, block_k, causal=True):
+        kept = set(key_blocks)
+        for k0 in range(0, n_k, block_k):
+            k1 = min(k0 + block_k, n_k)
+            assert ((k0, k1) in kept) == bool(mask[q0:q1, k0:k1].any()), (q0, q1, k0, k1)
+
+
+@pytest.mark.parametrize("n_q, n_k", [(5, 3), (9, 4), (20, 7), (3, 1)])
+@pytest.mark.parametrize("recompute", [False, True])
+def test_more_queries_than_keys_the_first_see_nothing_and_get_zeros(n_q, n_k, recompute):
+    """causal_mask(n_q, n_k) with n_q > n_k hides every key from the first n_q - n_k queries (they come
+    before the first key); tiled attention gives them a zero output, a log-sum-exp of -inf and zero
+    gradients, as masked_softmax gives zero weights, and the other rows equal SDPA with that mask."""
+    q = randn(2, n_q, 4, seed=1, grad=True)
+    k, v = randn(2, n_k, 4, seed=2, grad=True), randn(2, n_k, 3, seed=3, grad=True)
+    mask, blind = causal_mask(n_q, n_k), n_q - n_k
+    assert not mask[:blind].any() and mask[blind:].any(-1).all()  # causal_mask's own rows
+    out, lse = tiled_attention(q, k, v, causal=True, block_size_q=2, block_size_k=3, recompute=recompute)
+    assert not torch.isnan(out).any() and not torch.isnan(lse).any()
+    assert torch.equal(out[:, :blind], torch.zeros(2, blind, 3, dtype=D64))
+    assert torch.equal(lse[:, :blind], torch.full((2, blind), float("-inf"), dtype=D64))
+    sdpa = F.scaled_dot_product_attention(q[:, blind:], k, v, attn_mask=mask[blind:])
+    torch.testing.assert_close(out[:, blind:], sdpa, **TIGHT)
+    torch.testing.assert_close(out, masked_softmax(q @ k.transpose(-2, -1) / 2, mask) @ v, **TIGHT)
+    gq, gk, gv = torch.autograd.grad(out.sum(), (q, k, v))
+    assert not gq[:, :blind].any() and torch.isfinite(gk).all() and torch.isfinite(gv).all()
+    want = torch.autograd.grad(sdpa.sum(), (k, v))
+    torch.testing.assert_close(gk, want[0], **TIGHT)
+    torch.testing.assert_close(gv, want[1], **TIGHT)
 
 
 # ---------------------------------------------------------------- tiled attention: gradients
@@ -278,6 +371,10 @@ def test_bad_shapes_and_masks():
         online_softmax(torch.tensor([1, 2]))
     with pytest.raises(ValueError, match="must be a tensor"):
         tiled_attention([1.0], q, q)
+    with pytest.raises(ValueError, match="tiled_attention: causal must be True or False, got str 'yes'"):
+        tiled_attention(q, q, q, causal="yes")
+    with pytest.raises(ValueError, match="causal must be True or False, got Tensor"):
+        tiled_attention(q, q, q, causal=torch.tensor(True))
 
 
 # ---------------------------------------------------------------- measurements
