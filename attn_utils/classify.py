@@ -6,18 +6,27 @@ and keeps the attention weights of its last call in ``attention_weights``. A mod
 objective is not plain cross-entropy (hard attention, trained with REINFORCE) defines
 ``training_loss(*inputs, labels=...) -> (objective, cross_entropy, logits)``: the loop minimises the
 first and records the second, so every model's curve shows the same quantity.
+
+A comparison of models rests on several seeds: ``train_seeds`` trains one model per seed,
+``spread`` summarises a number over the seeds (mean, min, max), ``steps_to_reach`` reads from a
+history when the validation accuracy first reached a level, and ``plot_seed_curves`` draws each
+model's validation curve as its mean over the seeds with a band from the lowest to the highest.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from .checks import check_positive_int
-from .training_loop import History, fit
+from .device import set_seed
+from .training_loop import History, describe_budget, fit
 
 
 def _check_inputs(inputs: Sequence[torch.Tensor], labels: torch.Tensor) -> None:
@@ -120,3 +129,95 @@ def evidence_hit_rate(weights: torch.Tensor, evidence: torch.Tensor) -> float:
         raise ValueError(f"evidence indices must lie in [0, {weights.shape[1]}), got "
                          f"{int(evidence.min())}..{int(evidence.max())}")
     return float((weights.argmax(-1).cpu() == evidence.cpu()).float().mean())
+
+
+# ---------------------------------------------------------------------------------------------
+# Several seeds
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class SeedRuns:
+    """One model per seed, trained the same way: ``seeds``, the trained ``models`` and their ``histories``."""
+
+    seeds: list[int]
+    models: list[nn.Module]
+    histories: list[History]
+
+
+def train_seeds(build: Callable[[], nn.Module], inputs: Sequence[torch.Tensor], labels: torch.Tensor, *,
+                seeds: Sequence[int] = (0, 1, 2), device: torch.device | str | None = None, progress: bool = True,
+                **train_options) -> SeedRuns:
+    """Train ``build()`` once per seed with ``train_classifier`` and return the ``SeedRuns``.
+
+    For each seed, ``set_seed(seed)`` comes first, so the seed fixes the initial weights, the
+    minibatch order (``train_classifier(..., seed=seed)``) and any sampling in the model; the model
+    is moved to ``device`` when one is given. ``train_options`` go to ``train_classifier``
+    (``max_steps``, ``lr``, ``val``, ``eval_every``, ...), the same for every seed. With
+    ``progress``, prints the seeds and the budget once and shows one progress bar over the seeds.
+    """
+    from tqdm.auto import tqdm
+
+    seeds = list(seeds)
+    if not seeds or len(set(seeds)) != len(seeds) or not all(isinstance(s, int) for s in seeds):
+        raise ValueError(f"seeds must be a non-empty sequence of distinct ints, got {seeds}")
+    if "seed" in train_options:
+        raise ValueError("pass the seeds as seeds=[...]; train_seeds sets train_classifier's seed itself")
+    if progress:
+        print(f"{len(seeds)} seeds ({', '.join(map(str, seeds))}), each "
+              f"{describe_budget(train_options.get('max_steps'), train_options.get('time_budget'))}")
+    models, histories = [], []
+    for seed in tqdm(seeds, desc="seeds", unit="seed", disable=not progress):
+        set_seed(seed)
+        model = build()
+        if not isinstance(model, nn.Module):
+            raise ValueError(f"build() must return an nn.Module, got {type(model).__name__}")
+        if device is not None:
+            model = model.to(device)
+        histories.append(train_classifier(model, inputs, labels, seed=seed, progress=False, **train_options))
+        models.append(model)
+    return SeedRuns(seeds, models, histories)
+
+
+class Spread(NamedTuple):
+    """The mean, smallest and largest of a few numbers (one per seed). ``f"{s:.3f}"`` writes
+    ``0.873 (0.861–0.889)``: the mean, then the range."""
+
+    mean: float
+    min: float
+    max: float
+
+    def __format__(self, spec: str) -> str:
+        return f"{format(self.mean, spec)} ({format(self.min, spec)}–{format(self.max, spec)})"
+
+
+def spread(values: Sequence[float]) -> Spread:
+    """``Spread(mean, min, max)`` of ``values`` (e.g. one test accuracy per seed)."""
+    values = [float(v) for v in values]
+    if not values:
+        raise ValueError("spread needs at least one value, got none")
+    return Spread(statistics.fmean(values), min(values), max(values))
+
+
+def steps_to_reach(history: History, level: float, name: str = "val_accuracy") -> int | None:
+    """The first evaluated step at which ``name`` reached ``level`` (``None`` if it never did)."""
+    steps, values = history.curve(name)
+    return next((step for step, value in zip(steps, values) if value >= level), None)
+
+
+def plot_seed_curves(runs: Mapping[str, SeedRuns], name: str = "val_accuracy", ax=None, **plot_options):
+    """For each model of ``runs`` (label -> ``SeedRuns``), ``name`` against the step: the mean over the
+    seeds as a line and the band from the lowest to the highest seed. Returns the axes."""
+    from matplotlib import pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5, 3))
+    for label, run in runs.items():
+        steps = [h.curve(name)[0] for h in run.histories]
+        if any(s != steps[0] for s in steps):
+            raise ValueError(f"the seeds of {label!r} were evaluated at different steps; train them alike")
+        values = torch.tensor([h.curve(name)[1] for h in run.histories])  # (seeds, evaluations)
+        line, = ax.plot(steps[0], values.mean(0).tolist(), label=f"{label} ({len(run.seeds)} seeds)", **plot_options)
+        ax.fill_between(steps[0], values.min(0).values.tolist(), values.max(0).values.tolist(),
+                        color=line.get_color(), alpha=0.2, linewidth=0)
+    ax.set(xlabel="step", ylabel=name.replace("_", " "))
+    return ax

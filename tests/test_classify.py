@@ -10,8 +10,21 @@ from torch import nn
 
 matplotlib.use("Agg")
 
-from attn_utils.classify import accuracy, evidence_hit_rate, predict, train_classifier
+from attn_utils.classify import (
+    SeedRuns,
+    Spread,
+    accuracy,
+    evidence_hit_rate,
+    plot_seed_curves,
+    predict,
+    spread,
+    steps_to_reach,
+    train_classifier,
+    train_seeds,
+)
+from attn_utils.device import set_seed
 from attn_utils.plot import show_text_weights
+from attn_utils.training_loop import History
 
 
 class _PickOne(nn.Module):
@@ -102,3 +115,75 @@ def test_text_weights_figure_draws_every_token():
     assert sum(darkest[:3]) < sum(lightest[:3])
     with pytest.raises(ValueError, match="line 1 has 2 tokens"):
         show_text_weights([["a"], ["b", "c"]], [np.ones(1), np.ones(1)])
+
+
+# ---- several seeds ------------------------------------------------------------------------------
+
+class _Noisy(_PickOne):
+    """_PickOne with a random initial query, so that the seed matters for the weights too."""
+
+    def __init__(self):
+        super().__init__()
+        self.query = nn.Parameter(torch.randn(3))
+
+
+def test_train_seeds_repeats_one_run_per_seed(capsys):
+    inputs, labels = _data()
+    options = dict(max_steps=30, batch_size=16, lr=0.05, val=_data(64, seed=1), eval_every=10)
+    runs = train_seeds(_Noisy, inputs, labels, seeds=(3, 5), **options)
+    assert "2 seeds (3, 5), each 30 steps (" in capsys.readouterr().out  # and the budget's name
+    assert runs.seeds == [3, 5] and len(runs.models) == len(runs.histories) == 2
+    assert all(h.eval_steps == [10, 20, 30] for h in runs.histories)
+    for seed, model in zip(runs.seeds, runs.models):  # each equals the same run by hand
+        set_seed(seed)
+        alone = _Noisy()
+        train_classifier(alone, inputs, labels, seed=seed, progress=False, **options)
+        torch.testing.assert_close(model.query, alone.query, rtol=0, atol=0)
+    assert not torch.equal(runs.models[0].query, runs.models[1].query)
+    assert runs.histories[0].loss != runs.histories[1].loss
+
+
+def test_train_seeds_names_bad_arguments():
+    inputs, labels = _data()
+    with pytest.raises(ValueError, match="non-empty sequence of distinct ints"):
+        train_seeds(_Noisy, inputs, labels, seeds=(), max_steps=1)
+    with pytest.raises(ValueError, match="non-empty sequence of distinct ints"):
+        train_seeds(_Noisy, inputs, labels, seeds=(1, 1), max_steps=1)
+    with pytest.raises(ValueError, match="pass the seeds as seeds="):
+        train_seeds(_Noisy, inputs, labels, seed=1, max_steps=1)
+    with pytest.raises(ValueError, match="build\\(\\) must return an nn.Module, got str"):
+        train_seeds(lambda: "model", inputs, labels, max_steps=1, progress=False)
+
+
+def test_spread_and_its_format():
+    s = spread([0.9, 0.8, 1.0])
+    assert isinstance(s, Spread) and s.min == 0.8 and s.max == 1.0 and s.mean == pytest.approx(0.9)
+    assert f"{s:.2f}" == "0.90 (0.80–1.00)" and f"{spread([3]):.1f}" == "3.0 (3.0–3.0)"
+    assert f"{spread([2e-4, 1e-4, 6e-4]):.1e}" == "3.0e-04 (1.0e-04–6.0e-04)"
+    with pytest.raises(ValueError, match="at least one value"):
+        spread([])
+
+
+def test_steps_to_reach_reads_the_first_evaluation_at_the_level():
+    history = History(eval_steps=[10, 20, 30, 40], evals={"val_accuracy": [0.4, 0.85, 0.8, 0.9]})
+    assert steps_to_reach(history, 0.8) == 20 and steps_to_reach(history, 0.9) == 40
+    assert steps_to_reach(history, 0.95) is None and steps_to_reach(history, 0.0) == 10
+    with pytest.raises(ValueError, match="no 'val_bleu' in this history"):
+        steps_to_reach(history, 0.5, name="val_bleu")
+
+
+def test_plot_seed_curves_draws_the_mean_and_the_range():
+    def run(*curves):
+        return SeedRuns(list(range(len(curves))), [None] * len(curves),
+                        [History(eval_steps=[10, 20], evals={"val_accuracy": list(c)}) for c in curves])
+
+    ax = plot_seed_curves({"a": run((0.2, 0.6), (0.4, 1.0)), "b": run((0.5, 0.5), (0.5, 0.5), (0.5, 0.8))})
+    lines = ax.get_lines()
+    assert [line.get_label() for line in lines] == ["a (2 seeds)", "b (3 seeds)"]
+    np.testing.assert_allclose(lines[0].get_ydata(), [0.3, 0.8])
+    np.testing.assert_allclose(lines[1].get_ydata(), [0.5, 0.6])
+    band = ax.collections[0].get_paths()[0].vertices[:, 1]
+    assert band.min() == pytest.approx(0.2) and band.max() == pytest.approx(1.0)
+    uneven = [History(eval_steps=[step], evals={"val_accuracy": [1.0]}) for step in (10, 20)]
+    with pytest.raises(ValueError, match="evaluated at different steps"):
+        plot_seed_curves({"c": SeedRuns([0, 1], [None, None], uneven)})

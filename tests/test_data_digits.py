@@ -78,3 +78,24 @@ def test_splits_are_disjoint_and_canvases_use_only_their_split():
 def test_bad_data_arguments_are_named(kwargs, message):
     with pytest.raises(ValueError, match=message):
         make_digit_canvases(**kwargs)
+
+
+def test_noise_keeps_the_layout_and_has_the_asked_spread():
+    clean, labels, evidence = make_digit_canvases(2000, seed=5)
+    noisy, noisy_labels, noisy_evidence = make_digit_canvases(2000, seed=5, noise=0.25)
+    assert torch.equal(labels, noisy_labels) and torch.equal(evidence, noisy_evidence)  # the same canvases
+    assert noisy.min() >= 0.0 and noisy.max() <= 1.0
+    assert torch.equal(noisy, make_digit_canvases(2000, seed=5, noise=0.25)[0])  # the same noise for the seed
+    assert not torch.equal(noisy, make_digit_canvases(2000, seed=6, noise=0.25)[0])
+    # where the clean canvas is 0, clipping keeps the positive half: E[max(0, 0.25 z)] = 0.25 / sqrt(2 pi)
+    assert abs(float((noisy - clean)[clean == 0].mean()) - 0.25 * 0.39894) < 0.002
+    # mid-grey pixels are rarely clipped: the difference has nearly the full standard deviation
+    middle = (clean > 0.4) & (clean < 0.6)
+    assert 0.22 < float((noisy - clean)[middle].std()) < 0.25
+    assert torch.equal(make_digit_canvases(2000, seed=5, noise=0.0)[0], clean)  # noise=0: the clean canvases
+
+
+@pytest.mark.parametrize("noise", [-0.1, float("nan"), float("inf"), "0.2"])
+def test_bad_noise_is_named(noise):
+    with pytest.raises(ValueError, match="noise must be a standard deviation"):
+        make_digit_canvases(5, seed=0, noise=noise)

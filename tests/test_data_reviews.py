@@ -12,7 +12,10 @@ from attn_utils.data.reviews import (
     MIN_WORDS,
     NEGATION,
     NEGATIVE_WORDS,
+    OPINION_WORDS,
     POSITIVE_WORDS,
+    RARE_NEGATIVE_WORDS,
+    RARE_POSITIVE_WORDS,
     VERDICT_CUES,
     documents_to_tensors,
     make_review_data,
@@ -106,9 +109,34 @@ def test_fillers_carry_opinion_words_that_tell_nothing():
     assert cues_elsewhere > 0.1 * len(reviews)  # cue words occur in fillers too, just not at their start
 
 
+def test_rare_opinion_words_come_at_the_asked_rate_and_keep_the_rule():
+    rare = set(RARE_POSITIVE_WORDS) | set(RARE_NEGATIVE_WORDS)
+    assert len(rare) == len(RARE_POSITIVE_WORDS) + len(RARE_NEGATIVE_WORDS) == 60
+    assert not rare & (set(POSITIVE_WORDS) | set(NEGATIVE_WORDS)) and len(set(OPINION_WORDS)) == 72
+    plain = make_reviews(500, seed=4)
+    assert not any(w in rare for r in plain for s in r.sentences for w in s)  # rare_prob=0: none of them
+    assert plain == make_reviews(500, seed=4, rare_prob=0.0)
+    reviews = make_reviews(4000, seed=4, rare_prob=0.5)
+    verdict_words = [r.sentences[r.evidence][r.evidence_word] for r in reviews]
+    assert 0.47 < sum(w in rare for w in verdict_words) / len(verdict_words) < 0.53
+    filler_words = [w for r in reviews for i, s in enumerate(r.sentences) if i != r.evidence for w in s
+                    if w in OPINION_WORDS]
+    assert 0.45 < sum(w in rare for w in filler_words) / len(filler_words) < 0.55  # in the fillers too
+    assert all(review_label(r.sentences) == r.label for r in reviews)  # the rule knows the rare words
+    rare_verdicts = [r for r, w in zip(reviews, verdict_words) if w in rare]
+    positive_rare = [r.label for r in rare_verdicts if r.sentences[r.evidence][r.evidence_word] in RARE_POSITIVE_WORDS]
+    assert 0.44 < sum(positive_rare) / len(positive_rare) < 0.56  # still no label from the word alone
+    seen = collections.Counter(verdict_words[:1200])  # a training set of 1,200 reviews sees each rare word rarely
+    assert max(seen[w] for w in rare) < 25 < min(seen[w] for w in OPINION_WORDS if w not in rare)
+    assert all(w in rare for r in make_reviews(50, seed=1, rare_prob=1.0) for s in r.sentences for w in s
+               if w in OPINION_WORDS)
+
+
 def test_bad_generator_arguments_and_labels_without_a_verdict_are_named():
     with pytest.raises(ValueError, match="min_sentences <= max_sentences"):
         make_reviews(5, min_sentences=6, max_sentences=4)
+    with pytest.raises(ValueError, match="rare_prob=1.5"):
+        make_reviews(5, rare_prob=1.5)
     with pytest.raises(ValueError, match="exactly one sentence that opens with a verdict cue, found 0"):
         review_label([["the", "film", "was", "good"]])
     with pytest.raises(ValueError, match="found 2"):

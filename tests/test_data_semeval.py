@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+
 import pytest
 
-from attn_utils.data.relations import ENTITY_MARKERS, relation_tensors, relation_vocab
+from attn_utils.data.relations import (
+    ENTITY_MARKERS,
+    LABELS,
+    RelationExample,
+    relation_tensors,
+    relation_type,
+    relation_vocab,
+)
 from attn_utils.data.semeval import SEMEVAL_ENV_VAR, load_semeval, load_semeval_splits
 
 # ------------------------------------------------------------------ the SemEval-2010 Task 8 reader
@@ -105,3 +116,55 @@ def test_semeval_reader_gives_tokens_labels_and_entity_positions(tmp_path):
                         (("member", "of", "staff"), ("committee",))]
     assert all(e.evidence == -1 and e.distractors == () and e.cue_span == (-1, -1) for e in examples)
     assert relation_tensors(examples, relation_vocab(examples)).labels.tolist() == [8, 15, 18]
+
+
+# ------------------------------------------------------------------ a fixture folder in the official format
+
+FIXTURE = Path(__file__).parent / "fixtures" / "semeval"  # made-up sentences, the distribution's layout
+CHAPTER = Path(__file__).parents[1] / "chapters" / "part2_seq2seq" / "07b_relation_classification.ipynb"
+
+
+def test_the_fixture_is_laid_out_as_the_distributed_files():
+    """Blocks of four CRLF-terminated lines: ``<id>\\t"<sentence>"``, the label, ``Comment:...``, a blank line;
+    the training file numbers its sentences from 1, the test file from 8001."""
+    for name, first in (("TRAIN_FILE.TXT", 1), ("TEST_FILE_FULL.TXT", 8001)):
+        raw = (FIXTURE / name).read_bytes().decode("utf-8")
+        assert raw.endswith("\r\n\r\n") and "\n" not in raw.replace("\r\n", "")
+        blocks = raw.split("\r\n\r\n")[:-1]
+        for k, block in enumerate(blocks):
+            sentence, label, comment = block.split("\r\n")
+            assert re.fullmatch(rf'{first + k}\t"[^"\t]*<e1>[^<]+</e1>[^<]*<e2>[^<]+</e2>[^"\t]*"', sentence), sentence
+            assert label in LABELS and comment.startswith("Comment:")
+
+
+def test_the_reader_on_the_fixture_folder():
+    train, test = load_semeval_splits(FIXTURE)
+    assert (len(train), len(test)) == (22, 8)
+    assert train[0] == RelationExample(("the", "<e1>", "fire", "</e1>", "was", "caused", "by", "a", "faulty", "<e2>",
+                                        "cable", "</e2>", "in", "the", "basement", "."), "Cause-Effect(e2,e1)")
+    assert train[18].tokens[-4:] == ("through", "o'brien's", "land", ".")  # an apostrophe inside a word
+    assert [e.label for e in test] == ["Cause-Effect(e2,e1)", "Component-Whole(e1,e2)", "Content-Container(e1,e2)",
+                                       "Instrument-Agency(e1,e2)", "Message-Topic(e1,e2)", "Product-Producer(e1,e2)",
+                                       "Other", "Entity-Origin(e1,e2)"]
+    assert sum(relation_type(e.label) == "Other" for e in train) == 3
+    assert all(e.evidence == -1 for e in train + test)
+
+
+def test_the_chapters_real_data_cell_runs_on_the_fixture(monkeypatch, capsys):
+    """The cell of chapter 7b that trains the three models on the real files, run on the fixture folder
+    at the quick budget, after the chapter's setup and import cells."""
+    monkeypatch.setenv("ATTN_UTILS_QUICK", "1")
+    monkeypatch.setenv(SEMEVAL_ENV_VAR, str(FIXTURE))
+    cells = [c for c in json.loads(CHAPTER.read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "code"]
+    setup, imports = ("".join(c["source"]) for c in cells[:2])
+    real = [c for c in cells if "load_semeval_splits(folder)" in "".join(c["source"])]
+    assert len(real) == 1, "chapter 7b has one cell that reads the real files"
+    namespace = {}
+    exec(setup, namespace)
+    exec(imports, namespace)
+    exec("".join(real[0]["source"]), namespace)
+    printed = capsys.readouterr().out
+    assert "SemEval-2010 Task 8: 20 training, 2 validation and 8 test sentences" in printed
+    for name in namespace["NAMES"].values():
+        assert re.search(rf"{re.escape(name)} +test accuracy \d\.\d{{3}} \(\d\.\d{{3}}–\d\.\d{{3}}\), macro-F1 "
+                         r"\(9 relations, direction counted\) \d\.\d{3} ", printed), printed

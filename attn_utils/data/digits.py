@@ -3,7 +3,8 @@
 A canvas is a grid of regions, each holding an 8x8 handwritten digit from scikit-learn's
 ``load_digits``; a bright frame in the margin of one region says which digit to read, and a few
 other regions carry a *broken* frame (one side missing), so that bright margins alone do not
-decide. The label is the digit in the framed region, and its index is the ``evidence``. The glimpse
+decide; ``noise`` > 0 adds Gaussian pixel noise over the whole canvas, which makes both the frame and the
+digit harder to read. The label is the digit in the framed region, and its index is the ``evidence``. The glimpse
 models of Xu et al. (2015) and Mnih et al. (2014) that read them are in ``attn_utils.glimpse``.
 """
 
@@ -92,13 +93,22 @@ def draw_canvases(digit_ids: torch.Tensor, frames: torch.Tensor, grid: int = 3) 
     return torch.from_numpy(np.ascontiguousarray(canvas).reshape(num, 1, grid * REGION, grid * REGION))
 
 
-def make_digit_canvases(num: int, seed: int, grid: int = 3, split: str = "train", distractors: int = 2):
+def make_digit_canvases(num: int, seed: int, grid: int = 3, split: str = "train", distractors: int = 2,
+                        noise: float = 0.0):
     """``(images (num, 1, 10 grid, 10 grid), labels (num,), evidence (num,))``, the same for the same seed.
 
     Each region holds a digit of ``split`` (see :func:`digit_split`); one region, the ``evidence``,
     has a full bright frame in its margin, ``distractors`` others a frame with one side missing. The
-    label is the class of the framed digit. Pixels lie in [0, 1].
+    label is the class of the framed digit. ``noise`` > 0 adds independent Gaussian noise of that
+    standard deviation to every pixel (drawn from ``seed`` too; the layout is the same as without
+    noise), then clips to [0, 1]. Pixels lie in [0, 1].
     """
+    if not isinstance(noise, (int, float)) or not 0.0 <= noise < float("inf"):
+        raise ValueError(f"noise must be a standard deviation >= 0, got {noise!r}")
     digit_ids, frames, evidence = canvas_layout(num, seed, grid, split, distractors)
     labels = torch.from_numpy(load_digit_images()[1])[digit_ids[torch.arange(num), evidence]]
-    return draw_canvases(digit_ids, frames, grid), labels, evidence
+    images = draw_canvases(digit_ids, frames, grid)
+    if noise > 0:
+        rng = np.random.default_rng([seed, 1])  # a stream of its own, so the layout does not depend on the noise
+        images = (images + noise * torch.from_numpy(rng.standard_normal(images.shape, dtype=np.float32))).clamp(0, 1)
+    return images, labels, evidence

@@ -7,6 +7,8 @@ label: positive when its opinion word is positive and not negated, or negative a
 opinion words and negations too, in sentences that decide nothing ("my sister said the film was not
 good"). Neither the opinion word alone nor a count of words tells the label; a model has to find the
 verdict sentence, and inside it read the opinion word together with its negation.
+``rare_prob`` > 0 draws opinion words from two longer lists of rarer words, so that in a small
+training set each of them occurs only a few times, as most words of real reviews do.
 
 ``make_reviews`` writes the reviews, ``review_label`` applies the corpus's rule, ``review_vocab`` and
 ``documents_to_tensors`` turn documents into padded ids and lengths, and ``make_review_data`` makes
@@ -26,6 +28,20 @@ REVIEW_CLASSES = ("negative", "positive")
 VERDICT_CUES = (("overall",), ("in", "the", "end"), ("all", "in", "all"), ("to", "sum", "up"), ("on", "balance"))
 POSITIVE_WORDS = ("good", "great", "superb", "charming", "gripping", "wonderful")
 NEGATIVE_WORDS = ("bad", "dull", "awful", "boring", "clumsy", "tedious")
+# Rarer opinion words, drawn instead of the common ones with probability ``rare_prob``: spread over many
+# words, each occurs only a few times in a small training set, as most words do in real reviews.
+RARE_POSITIVE_WORDS = (
+    "splendid", "delightful", "stunning", "witty", "moving", "lovely", "brilliant", "engaging", "elegant",
+    "heartfelt", "dazzling", "touching", "riveting", "inventive", "graceful", "playful", "tender", "vivid",
+    "haunting", "masterful", "captivating", "absorbing", "luminous", "sparkling", "thrilling", "poignant",
+    "rousing", "uplifting", "exquisite", "sublime",
+)
+RARE_NEGATIVE_WORDS = (
+    "dreary", "tiresome", "shoddy", "clunky", "lifeless", "bland", "dire", "plodding", "muddled", "stale",
+    "sluggish", "hollow", "trite", "shallow", "cheap", "sloppy", "limp", "forgettable", "grating", "dismal",
+    "joyless", "bloated", "lazy", "flat", "messy", "pointless", "hackneyed", "overlong", "insipid", "wooden",
+)
+OPINION_WORDS = POSITIVE_WORDS + NEGATIVE_WORDS + RARE_POSITIVE_WORDS + RARE_NEGATIVE_WORDS
 NEGATION = "not"
 MIN_WORDS, MAX_WORDS = 4, 12  # every generated sentence has 4 to 12 words
 
@@ -86,8 +102,10 @@ class Review:
     evidence_word: int
 
 
-def _fill(template: str, rng: random.Random, positive: bool | None = None, negated: bool | None = None):
-    """Words of ``template`` with its placeholders drawn from ``rng``; the opinion word's index (or None)."""
+def _fill(template: str, rng: random.Random, positive: bool | None = None, negated: bool | None = None,
+          rare_prob: float = 0.0):
+    """Words of ``template`` with its placeholders drawn from ``rng``; the opinion word's index (or None).
+    The opinion word comes from the rare lists with probability ``rare_prob``."""
     positive = rng.random() < 0.5 if positive is None else positive
     negated = rng.random() < 0.5 if negated is None else negated
     words, polar_at = [], None
@@ -100,7 +118,10 @@ def _fill(template: str, rng: random.Random, positive: bool | None = None, negat
             slot = "POLAR"
         if slot == "POLAR":
             polar_at = len(words)
-            words.append(rng.choice(POSITIVE_WORDS if positive else NEGATIVE_WORDS))
+            rare = rare_prob > 0 and rng.random() < rare_prob  # (no draw at 0: the default corpus stays the same)
+            choices = (RARE_POSITIVE_WORDS if positive else RARE_NEGATIVE_WORDS) if rare else \
+                (POSITIVE_WORDS if positive else NEGATIVE_WORDS)
+            words.append(rng.choice(choices))
             if polar_at and words[-2] == "a" and words[-1][0] in "aeiou":
                 words[-2] = "an"
         elif slot == "NOT":
@@ -125,24 +146,27 @@ def _fill(template: str, rng: random.Random, positive: bool | None = None, negat
 
 
 def make_reviews(num: int, seed: int = 0, min_sentences: int = 4, max_sentences: int = 8,
-                 distractor_rate: float = 0.5) -> list[Review]:
+                 distractor_rate: float = 0.5, rare_prob: float = 0.0) -> list[Review]:
     """``num`` reviews, the same for the same ``seed``: balanced labels, the verdict anywhere in the review.
 
     Each review has ``min_sentences`` to ``max_sentences`` sentences of 4 to 12 words; each filler
     sentence is a distractor (an opinion that decides nothing) with probability ``distractor_rate``.
-    The label is ``positive XOR negated`` for the verdict's opinion word.
+    Every opinion word, in the verdict and in the distractors, comes from ``RARE_POSITIVE_WORDS`` or
+    ``RARE_NEGATIVE_WORDS`` with probability ``rare_prob``, else from ``POSITIVE_WORDS`` or
+    ``NEGATIVE_WORDS``. The label is ``positive XOR negated`` for the verdict's opinion word.
     """
-    if num < 0 or not 1 <= min_sentences <= max_sentences or not 0.0 <= distractor_rate <= 1.0:
-        raise ValueError(f"expected num >= 0, 1 <= min_sentences <= max_sentences and 0 <= distractor_rate <= 1, "
-                         f"got num={num}, min_sentences={min_sentences}, max_sentences={max_sentences}, "
-                         f"distractor_rate={distractor_rate}")
+    if num < 0 or not 1 <= min_sentences <= max_sentences or not 0.0 <= distractor_rate <= 1.0 \
+            or not 0.0 <= rare_prob <= 1.0:
+        raise ValueError(f"expected num >= 0, 1 <= min_sentences <= max_sentences, 0 <= distractor_rate <= 1 "
+                         f"and 0 <= rare_prob <= 1, got num={num}, min_sentences={min_sentences}, "
+                         f"max_sentences={max_sentences}, distractor_rate={distractor_rate}, rare_prob={rare_prob}")
     rng = random.Random(seed)
     reviews = []
     for _ in range(num):
         label = rng.randrange(len(REVIEW_CLASSES))
         negated = rng.random() < 0.5
         positive_word = bool(label) != negated  # label = positive word XOR negation
-        verdict, polar_at = _fill(rng.choice(_VERDICTS), rng, positive_word, negated)
+        verdict, polar_at = _fill(rng.choice(_VERDICTS), rng, positive_word, negated, rare_prob)
         count = rng.randint(min_sentences, max_sentences)
         evidence = rng.randrange(count)
         sentences = []
@@ -151,7 +175,7 @@ def make_reviews(num: int, seed: int = 0, min_sentences: int = 4, max_sentences:
                 sentences.append(verdict)
             else:
                 pool = _DISTRACTORS if rng.random() < distractor_rate else _NEUTRAL
-                sentences.append(_fill(rng.choice(pool), rng)[0])
+                sentences.append(_fill(rng.choice(pool), rng, rare_prob=rare_prob)[0])
         for s in sentences:  # the word lists guarantee this; a change to them must not break it silently
             assert MIN_WORDS <= len(s) <= MAX_WORDS, s
         reviews.append(Review(sentences, label, evidence, polar_at))
@@ -168,11 +192,11 @@ def review_label(sentences: list[list[str]]) -> int:
     if len(verdicts) != 1:
         raise ValueError(f"expected exactly one sentence that opens with a verdict cue, found {len(verdicts)}")
     verdict = verdicts[0]
-    polar = [i for i, w in enumerate(verdict) if w in POSITIVE_WORDS or w in NEGATIVE_WORDS]
+    polar = [i for i, w in enumerate(verdict) if w in OPINION_WORDS]
     if len(polar) != 1:
         raise ValueError(f"expected one opinion word in the verdict {' '.join(verdict)!r}, found {len(polar)}")
     negated = NEGATION in verdict[:polar[0]]
-    return int((verdict[polar[0]] in POSITIVE_WORDS) != negated)
+    return int((verdict[polar[0]] in POSITIVE_WORDS + RARE_POSITIVE_WORDS) != negated)
 
 
 def review_vocab(reviews: list[Review]) -> Vocab:
