@@ -135,10 +135,10 @@ from .classify import accuracy as accuracy
 from .classify import evidence_hit_rate as evidence_hit_rate
 from .classify import plot_seed_curves as plot_seed_curves
 from .classify import predict as predict
-from .classify import spread as spread
 from .classify import steps_to_reach as steps_to_reach
 from .classify import train_classifier as train_classifier
 from .classify import train_seeds as train_seeds
+from .measure import spread as spread
 from .pooling import LearnedQueryPooling as LearnedQueryPooling
 
 # isort: split

@@ -8,17 +8,15 @@ objective is not plain cross-entropy (hard attention, trained with REINFORCE) de
 first and records the second, so every model's curve shows the same quantity.
 
 A comparison of models rests on several seeds: ``train_seeds`` trains one model per seed,
-``spread`` summarises a number over the seeds (mean, min, max), ``steps_to_reach`` reads from a
-history when the validation accuracy first reached a level, and ``plot_seed_curves`` draws each
-model's validation curve as its mean over the seeds with a band from the lowest to the highest.
+``steps_to_reach`` reads from a history when the validation accuracy first reached a level, and
+``plot_seed_curves`` draws each model's validation curve as its mean over the seeds with a band from
+the lowest to the highest (``attn_utils.measure.spread`` summarises a number over the seeds).
 """
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -176,26 +174,6 @@ def train_seeds(build: Callable[[], nn.Module], inputs: Sequence[torch.Tensor], 
         histories.append(train_classifier(model, inputs, labels, seed=seed, progress=False, **train_options))
         models.append(model)
     return SeedRuns(seeds, models, histories)
-
-
-class Spread(NamedTuple):
-    """The mean, smallest and largest of a few numbers (one per seed). ``f"{s:.3f}"`` writes
-    ``0.873 (0.861–0.889)``: the mean, then the range."""
-
-    mean: float
-    min: float
-    max: float
-
-    def __format__(self, spec: str) -> str:
-        return f"{format(self.mean, spec)} ({format(self.min, spec)}–{format(self.max, spec)})"
-
-
-def spread(values: Sequence[float]) -> Spread:
-    """``Spread(mean, min, max)`` of ``values`` (e.g. one test accuracy per seed)."""
-    values = [float(v) for v in values]
-    if not values:
-        raise ValueError("spread needs at least one value, got none")
-    return Spread(statistics.fmean(values), min(values), max(values))
 
 
 def steps_to_reach(history: History, level: float, name: str = "val_accuracy") -> int | None:

@@ -15,6 +15,8 @@ import statistics
 import urllib.request
 from pathlib import Path
 
+from .measure import spread
+
 RESULTS_FILE = "translators_cpu.json"
 RESULTS_URL = "https://raw.githubusercontent.com/attention-course/attention-course/main/benchmarks/results/"
 
@@ -86,7 +88,7 @@ def check_translator_results(record: dict, origin: str = "the record") -> None:
 
 
 def _spread(values: list[float]) -> dict:
-    return {"mean": statistics.fmean(values), "min": min(values), "max": max(values)}
+    return spread(values)._asdict()  # {"mean", "min", "max"}
 
 
 def summarize_runs(record: dict, models=None) -> list[dict]:

@@ -12,17 +12,16 @@ matplotlib.use("Agg")
 
 from attn_utils.classify import (
     SeedRuns,
-    Spread,
     accuracy,
     evidence_hit_rate,
     plot_seed_curves,
     predict,
-    spread,
     steps_to_reach,
     train_classifier,
     train_seeds,
 )
 from attn_utils.device import set_seed
+from attn_utils.measure import Spread, spread
 from attn_utils.plot import show_text_weights
 from attn_utils.training_loop import History
 
