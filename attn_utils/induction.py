@@ -8,11 +8,14 @@ two-layer Transformer can learn the rule with two heads (Olsson et al., 2022, "I
 induction heads"): a *previous-token head* in the first layer copies each position's predecessor
 into it, and an *induction head* in the second layer matches the current token against those copies
 and attends to the position right after the earlier occurrence. ``head_scores`` measures both
-behaviours in every head from its attention weights.
+behaviours in every head from its attention weights, and ``ablate_heads`` switches heads off to
+test what each one is needed for.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -107,3 +110,60 @@ def head_scores(attention_weights, tokens: torch.Tensor) -> dict[str, torch.Tens
         return ((mass * q).sum(dim=(1, 3)) / q.sum(dim=(1, 3))).cpu()  # (layers, heads)
 
     return {"previous": previous.cpu(), "induction": mean_mass(target), "duplicate": mean_mass(same)}
+
+
+@contextmanager
+def ablate_heads(model, heads: Iterable[tuple[int, int]]):
+    """Within the ``with`` block, the listed ``(layer, head)`` pairs of ``model`` contribute nothing.
+
+    ``model.blks[layer].attention1`` must be a ``MultiHeadAttention`` (``CausalLanguageModel``'s
+    self-attention): the head's slice of the concatenated head outputs is set to zero before ``W_o``,
+    which is what removing the head from the sum ``W_o concat(head_1, ..., head_h)`` means. The
+    attention weights are still computed (and recorded) as usual.
+    """
+    by_layer: dict[int, list[int]] = {}
+    for layer, head in heads:
+        if not 0 <= layer < len(model.blks):
+            raise ValueError(f"layer must lie in 0..{len(model.blks) - 1}, got {layer}")
+        num_heads = model.blks[layer].attention1.num_heads
+        if not 0 <= head < num_heads:
+            raise ValueError(f"head must lie in 0..{num_heads - 1} (layer {layer} has {num_heads} heads), got {head}")
+        by_layer.setdefault(layer, []).append(head)
+    handles = []
+
+    def zero_heads(chosen, num_heads):
+        def hook(_module, args):
+            (X,) = args  # (batch, Q, heads * dh): head i is columns i * dh .. (i + 1) * dh - 1
+            X = X.clone()
+            dh = X.shape[-1] // num_heads
+            for h in chosen:
+                X[..., h * dh:(h + 1) * dh] = 0
+            return (X,)
+        return hook
+
+    try:
+        for layer, chosen in by_layer.items():
+            attention = model.blks[layer].attention1
+            handles.append(attention.W_o.register_forward_pre_hook(zero_heads(chosen, attention.num_heads)))
+        yield model
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+@torch.no_grad()
+def copy_accuracy(model, batch: RepeatedSegments) -> float:
+    """The share of ``batch``'s predictable positions at which ``model``'s most probable next token is the
+    right one, in evaluation mode (``model(X)`` returns logits ``(batch, T, vocab)`` or a tuple starting with them)."""
+    was_training = model.training
+    model.eval()
+    try:
+        out = model(batch.tokens[:, :-1])
+    finally:
+        model.train(was_training)
+    logits = out[0] if isinstance(out, tuple) else out  # (batch, length - 1, vocab)
+    mask = batch.predictable[:, :-1].to(logits.device)
+    if not bool(mask.any()):
+        raise ValueError("the batch has no predictable position: make the segments longer")
+    hits = logits.argmax(dim=-1) == batch.tokens[:, 1:].to(logits.device)
+    return hits[mask].float().mean().item()

@@ -28,7 +28,7 @@ from .checks import check_positive_int
 
 SCHEDULES = ("linear", "constant")
 _SUMMARY_LABELS = {"val_bleu": ("validation BLEU", ".1f"), "val_accuracy": ("validation accuracy", ".3f")}
-OPTIMIZERS = ("adam", "sgd")
+OPTIMIZERS = ("adam", "adamw", "sgd")
 
 
 def learning_rate_factor(step: int, warmup: int, progress: float, schedule: str = "linear") -> float:
@@ -121,6 +121,8 @@ def _check_budget(max_steps, time_budget) -> None:
 def _optimizer(model: nn.Module, name: str, lr: float, betas, weight_decay: float) -> torch.optim.Optimizer:
     if name == "adam":
         return torch.optim.Adam(model.parameters(), lr=lr, betas=tuple(betas), weight_decay=weight_decay)
+    if name == "adamw":  # decoupled weight decay (Loshchilov and Hutter, 2019), as GPT-style models train
+        return torch.optim.AdamW(model.parameters(), lr=lr, betas=tuple(betas), weight_decay=weight_decay)
     if name == "sgd":
         return torch.optim.SGD(model.parameters(), lr=lr, weight_decay=weight_decay)
     raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {name!r}")

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from attn_utils.induction import head_scores, repeated_segments
+from attn_utils import CausalLanguageModel
+from attn_utils.induction import ablate_heads, copy_accuracy, head_scores, repeated_segments
 
 
 def test_the_copy_determines_every_predictable_token_and_nothing_else_is_predictable():
@@ -81,3 +82,58 @@ def test_head_scores_refuse_what_they_cannot_score():
         head_scores([torch.full((1, 1, 3, 3), 1 / 3)], torch.tensor([[1, 2, 3]]))
     with pytest.raises(ValueError, match="per layer"):
         head_scores([torch.ones(1, 1, 3, 4)], torch.tensor([[1, 2, 1]]))
+
+
+def _small_model():
+    torch.manual_seed(0)
+    return CausalLanguageModel(20, 12, 24, 3, 2, max_len=16).double().eval()
+
+
+def test_ablating_a_head_equals_zeroing_its_columns_of_w_o():
+    model = _small_model()
+    X = torch.randint(20, (4, 10), generator=torch.Generator().manual_seed(1))
+    before, _ = model(X)
+    with ablate_heads(model, [(1, 2), (0, 0)]):
+        ablated, _ = model(X)
+    after, _ = model(X)
+    torch.testing.assert_close(after, before)  # the hooks are gone after the block
+    by_hand = _small_model()
+    with torch.no_grad():
+        by_hand.blks[1].attention1.W_o.weight[:, 8:12] = 0  # head 2 of 3, width 4: columns 8..11
+        by_hand.blks[0].attention1.W_o.weight[:, 0:4] = 0
+    torch.testing.assert_close(ablated, by_hand(X)[0])
+    assert (ablated - before).abs().max() > 1e-3  # the heads did contribute
+
+
+def test_ablate_heads_names_bad_heads_and_removes_its_hooks_on_errors():
+    model = _small_model()
+    with pytest.raises(ValueError, match="head must lie in 0..2 \\(layer 0 has 3 heads\\), got 3"), \
+            ablate_heads(model, [(0, 3)]):
+        pass
+    with pytest.raises(ValueError, match="layer must lie in 0..1, got 2"), ablate_heads(model, [(2, 0)]):
+        pass
+    with pytest.raises(RuntimeError), ablate_heads(model, [(0, 1)]):
+        raise RuntimeError("inside")
+    assert not model.blks[0].attention1.W_o._forward_pre_hooks
+
+
+class _Copier(torch.nn.Module):
+    """Predicts the copy perfectly from the batch it was built for (logits one-hot on the right token)."""
+
+    def __init__(self, batch, wrong_rows=()):
+        super().__init__()
+        self.targets = batch.tokens[:, 1:].clone()
+        self.targets[list(wrong_rows)] = (self.targets[list(wrong_rows)] + 1) % 50
+
+    def forward(self, X):
+        return torch.nn.functional.one_hot(self.targets, 50).double(), None
+
+
+def test_copy_accuracy_counts_the_predictable_positions_only():
+    batch = repeated_segments(10, 24, 50, 3, 6, generator=torch.Generator().manual_seed(0))
+    assert copy_accuracy(_Copier(batch), batch) == 1.0
+    wrong = batch.predictable[:3, :-1].sum() / batch.predictable[:, :-1].sum()
+    assert copy_accuracy(_Copier(batch, wrong_rows=(0, 1, 2)), batch) == pytest.approx(1 - wrong.item())
+    model = _Copier(batch).train()
+    copy_accuracy(model, batch)
+    assert model.training

@@ -85,6 +85,14 @@ def test_sgd_steps_equal_the_update_by_hand():
     assert not model.training
 
 
+def test_adamw_decays_the_weight_apart_from_the_gradient_step():
+    """One AdamW step by hand: w <- w (1 - lr wd) - lr g / (|g| + eps) (bias-corrected first step)."""
+    model = _Scalar(2.0)
+    fit(model, lambda m, step: 3.0 * m.w, max_steps=1, lr=0.1, optimizer="adamw", weight_decay=0.5,
+        schedule="constant", clip=None, progress=False)
+    assert model.w.item() == pytest.approx(2.0 * (1 - 0.1 * 0.5) - 0.1 * 3.0 / (3.0 + 1e-8))
+
+
 def test_clipping_bounds_the_update():
     model = _Scalar(0.0)  # gradient of (w - 100)^2 at 0 is -200; clipped to norm 1
     fit(model, lambda m, step: (m.w - 100.0) ** 2, max_steps=1, lr=0.5, optimizer="sgd", schedule="constant",

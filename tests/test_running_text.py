@@ -1,0 +1,91 @@
+"""Training windows and sliding-window scoring of running text, against per-token computation by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from attn_utils import CausalLanguageModel
+from attn_utils.running_text import perplexity, random_windows, sliding_window_logprobs, window_starts
+
+
+def small_lm(vocab=20, max_len=32):
+    torch.manual_seed(0)
+    return CausalLanguageModel(vocab, 16, 32, 2, 2, max_len=max_len).double().eval()
+
+
+def test_random_windows_are_consecutive_slices_of_the_stream():
+    stream = torch.arange(100) * 3
+    windows = random_windows(stream, 50, 7, torch.Generator().manual_seed(0))
+    assert windows.shape == (50, 8)
+    starts = windows[:, 0] // 3
+    assert torch.equal(windows, (starts[:, None] + torch.arange(8)) * 3)
+    assert int(starts.min()) >= 0 and int(starts.max()) <= 100 - 8
+    assert len(set(starts.tolist())) > 10  # random places, not one
+
+
+def test_random_windows_reach_both_ends_of_the_stream():
+    windows = random_windows(torch.arange(10), 400, 8, torch.Generator().manual_seed(0))
+    assert set(windows[:, 0].tolist()) == {0, 1}  # the only two starts that fit 9 tokens
+
+
+def test_window_starts_by_hand():
+    # 10 tokens, context 4, stride 2: targets 1..4, then 5..6 (from start 2), 7..8 (start 4), 9 (start 5)
+    assert window_starts(10, 4, 2) == [(0, 0), (2, 2), (4, 2), (5, 3)]
+    assert window_starts(3, 4, 2) == [(0, 0)]  # shorter than the context: one window
+    assert window_starts(5, 4, 4) == [(0, 0)]  # 4 targets: the first window scores them all
+    assert window_starts(6, 4, 4) == [(0, 0), (1, 3)]
+
+
+@pytest.mark.parametrize("num_tokens, context, stride", [(10, 4, 2), (23, 6, 1), (23, 6, 6), (40, 8, 3), (5, 8, 4)])
+def test_window_starts_score_every_token_once_with_enough_context(num_tokens, context, stride):
+    scored = []
+    for start, skip in window_starts(num_tokens, context, stride):
+        targets = list(range(start + 1, min(start + context, num_tokens - 1) + 1))[skip:]
+        if start > 0:  # after the first window, every target sees at least context - stride tokens
+            assert all(t - start >= context - stride for t in targets)
+        scored += targets
+    assert scored == list(range(1, num_tokens))
+
+
+def test_sliding_window_logprobs_equal_each_token_scored_from_its_window():
+    model = small_lm()
+    seq = torch.randint(20, (10,), generator=torch.Generator().manual_seed(1))
+    got = sliding_window_logprobs(model, seq, context=4, stride=2)
+    starts = [0, 0, 0, 0, 2, 2, 4, 4, 5]  # window_starts(10, 4, 2) for targets 1..9
+    want = []
+    for t, start in zip(range(1, 10), starts):
+        logits, _ = model(seq[None, start:t])  # the context the window gives target t
+        want.append(torch.log_softmax(logits[0, -1], -1)[seq[t]])
+    torch.testing.assert_close(got, torch.stack(want))
+
+
+def test_full_context_equals_one_forward_pass_and_perplexity_is_exp_mean_nll():
+    model = small_lm()
+    seqs = [torch.randint(20, (n,), generator=torch.Generator().manual_seed(n)) for n in (12, 7)]
+    full = []
+    for s in seqs:
+        logits, _ = model(s[None, :-1])
+        full.append(torch.log_softmax(logits[0], -1).gather(-1, s[1:, None])[:, 0])
+        torch.testing.assert_close(sliding_window_logprobs(model, s, context=16), full[-1])
+    want = math.exp(-torch.cat(full).mean().item())
+    assert perplexity(model, seqs, context=16) == pytest.approx(want, rel=1e-9)
+    model.train()
+    perplexity(model, seqs, context=16)
+    assert model.training  # left as it was found
+
+
+def test_bad_inputs_are_named():
+    model = small_lm()
+    with pytest.raises(ValueError, match="stream must hold at least 9 tokens"):
+        random_windows(torch.arange(5), 2, 8)
+    with pytest.raises(ValueError, match="1-D integer tensor"):
+        random_windows(torch.zeros(20), 2, 8)
+    with pytest.raises(ValueError, match="stride must be at most context=4"):
+        window_starts(10, 4, 5)
+    with pytest.raises(ValueError, match="sequence must hold at least 2 tokens"):
+        sliding_window_logprobs(model, torch.tensor([3]), 4)
+    with pytest.raises(ValueError, match="non-empty list"):
+        perplexity(model, [], 4)
