@@ -75,6 +75,23 @@ def repeated_segments(num_sequences: int, length: int, vocab_size: int, min_segm
     return RepeatedSegments(tokens, firsts, seconds, lengths, predictable)
 
 
+def earlier_occurrences(tokens: torch.Tensor) -> torch.Tensor:
+    """``(batch, T, T)`` boolean: True at ``(t, j)`` where ``j < t`` and ``tokens[j] == tokens[t]``."""
+    check_tokens(tokens, "tokens")
+    T = tokens.shape[1]
+    earlier = torch.ones(T, T, dtype=torch.bool, device=tokens.device).tril(-1)  # j < t
+    return (tokens[:, :, None] == tokens[:, None, :]) & earlier
+
+
+def induction_targets(tokens: torch.Tensor) -> torch.Tensor:
+    """``(batch, T, T)`` boolean: True at ``(t, j + 1)`` for every earlier occurrence ``j`` of the token at
+    ``t``: the keys an ideal induction head attends to, the tokens that followed this one before."""
+    same = earlier_occurrences(tokens)
+    target = torch.zeros_like(same)
+    target[:, :, 1:] = same[:, :, :-1]  # shift each match one key to the right
+    return target
+
+
 def head_scores(attention_weights, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
     """How much each head behaves as a previous-token head and as an induction head.
 
@@ -97,9 +114,8 @@ def head_scores(attention_weights, tokens: torch.Tensor) -> dict[str, torch.Tens
                          f"{[tuple(w.shape) for w in attention_weights]}")
     t = torch.arange(1, T)
     previous = weights[:, :, :, t, t - 1].mean(dim=(1, 3))  # (layers, heads)
-    same = (tokens[:, :, None] == tokens[:, None, :]) & torch.ones(T, T, dtype=torch.bool).tril(-1)  # j < t
-    target = torch.zeros(batch, T, T, dtype=torch.bool)  # (batch, query t, key j + 1)
-    target[:, :, 1:] = same[:, :, :-1]
+    same = earlier_occurrences(tokens)
+    target = induction_targets(tokens)
     queries = target.any(dim=2)  # (batch, T): the positions whose token occurred before
     if not bool(queries.any()):
         raise ValueError("no token of the batch repeats an earlier one: the induction score is undefined")
@@ -157,8 +173,9 @@ def copy_accuracy(model, batch: RepeatedSegments) -> float:
     right one, in evaluation mode (``model(X)`` returns logits ``(batch, T, vocab)`` or a tuple starting with them)."""
     was_training = model.training
     model.eval()
+    device = next((p.device for p in model.parameters()), torch.device("cpu"))
     try:
-        out = model(batch.tokens[:, :-1])
+        out = model(batch.tokens[:, :-1].to(device))
     finally:
         model.train(was_training)
     logits = out[0] if isinstance(out, tuple) else out  # (batch, length - 1, vocab)

@@ -211,11 +211,13 @@ def masked_lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 def train_language_model(model: nn.Module, batch_loss: Callable[[nn.Module, int], torch.Tensor], *,
                          max_steps: int | None = None, time_budget: float | None = None, lr: float = 1e-3,
                          warmup: int = 100, clip: float = 1.0, betas=(0.9, 0.98), progress: bool = True,
-                         desc: str = "training") -> History:
+                         desc: str = "training", **fit_options) -> History:
     """Train ``model`` with ``fit`` on ``batch_loss(model, step)``; return the ``History``.
 
     Adam with linear warm-up over ``warmup`` steps, then linear decay to 0 at the end of the budget,
     and gradient clipping at norm ``clip``, as ``train_seq2seq``. The model is left in eval mode.
+    ``fit_options`` go to ``fit`` (e.g. ``optimizer="adamw", weight_decay=0.1``, ``evaluate``,
+    ``eval_every``).
     """
     return fit(model, batch_loss, max_steps=max_steps, time_budget=time_budget, lr=lr, warmup=warmup, clip=clip,
-               betas=betas, progress=progress, desc=desc)
+               betas=betas, progress=progress, desc=desc, **fit_options)

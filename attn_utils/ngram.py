@@ -163,6 +163,7 @@ class NeighbourGuesser:
     neighbours (the boundary token ``<s>`` at either end). ``guess(left, right)`` returns the word seen
     most often between ``left`` and ``right``; for a pair never seen, the word seen most often after
     ``left``, then before ``right``, then the most frequent word. Ties go to the word counted first.
+    ``None`` for one side ignores it: ``guess(left, None)`` is the word seen most often after ``left``.
     """
 
     def __init__(self, sequences: Iterable[Sequence[Hashable]]):

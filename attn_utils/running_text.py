@@ -6,7 +6,9 @@ token exactly once, in windows of ``context`` tokens that overlap: the first win
 targets, each later one moves ``stride`` tokens on and scores only its last ``stride`` targets, so
 every token after the first window is predicted from at least ``context - stride`` tokens before it
 (``sliding_window_logprobs``; the recipe of Hugging Face's perplexity guide). ``perplexity`` is
-``exp`` of the mean negative log-probability over all the tokens of several texts.
+``exp`` of the mean negative log-probability over all the tokens of several texts, and
+``loss_by_position`` how the loss falls as a window's model sees more context. For a masked
+language model, ``predict_hidden_tokens`` hides each token of a text in turn, in a window around it.
 """
 
 from __future__ import annotations
@@ -99,3 +101,59 @@ def perplexity(model: nn.Module, sequences, context: int, stride: int | None = N
     finally:
         model.train(was_training)
     return math.exp(-logps.double().mean().item())
+
+
+@torch.no_grad()
+def loss_by_position(model: nn.Module, sequences, context: int) -> torch.Tensor:
+    """``(context,)``: the mean negative log-probability of the token at window position ``i + 1`` given
+    the ``i + 1`` tokens before it, over the non-overlapping windows of ``context + 1`` tokens that fit
+    in ``sequences`` (1-D token tensors). Entry 0 is the loss with one token of context, the last with
+    ``context``: how much the model gains from looking further back."""
+    check_positive_int("context", context)
+    windows = [s[i:i + context + 1] for s in sequences for i in range(0, len(s) - context, context)]
+    if not windows:
+        raise ValueError(f"no sequence holds a window of context + 1 = {context + 1} tokens")
+    tokens = torch.stack(windows)  # (windows, context + 1)
+    was_training = model.training
+    model.eval()
+    try:
+        total = torch.zeros(context, dtype=torch.float64)
+        for i in range(0, len(tokens), 64):
+            batch = tokens[i:i + 64]
+            out = model(batch[:, :-1])
+            logits = out[0] if isinstance(out, tuple) else out  # (batch, context, vocab)
+            logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
+            logp = torch.log_softmax(logits, dim=-1).gather(-1, batch[:, 1:, None])[..., 0]  # (batch, context)
+            total -= logp.double().sum(dim=0).cpu()
+    finally:
+        model.train(was_training)
+    return total / len(tokens)
+
+
+@torch.no_grad()
+def predict_hidden_tokens(model: nn.Module, sequence: torch.Tensor, context: int, mask_id: int,
+                          never=(), batch_size: int = 256) -> torch.Tensor:
+    """``(len(sequence) - 1,)``: a masked language model's guess for each token of ``sequence`` from the
+    second on, each hidden in turn (replaced by ``mask_id``, the rest intact) in a window of ``context``
+    tokens around it (centred where the sequence allows). ``model(X)`` returns logits ``(batch, steps,
+    vocab)``; the tokens in ``never`` (e.g. padding and ``<mask>``) are never guessed."""
+    check_positive_int("context", context)
+    _check_stream(sequence, "sequence", 2)
+    width = min(context, len(sequence))
+    positions = torch.arange(1, len(sequence), device=sequence.device)
+    starts = (positions - width // 2).clamp(0, len(sequence) - width)
+    was_training = model.training
+    model.eval()
+    guesses = []
+    try:
+        for i in range(0, len(positions), batch_size):
+            pos, start = positions[i:i + batch_size], starts[i:i + batch_size]
+            X = sequence[start[:, None] + torch.arange(width, device=sequence.device)]  # (batch, width)
+            rows, at = torch.arange(len(pos), device=sequence.device), pos - start
+            X[rows, at] = mask_id
+            logits = model(X)[rows, at]  # (batch, vocab): the scores at each hidden position
+            logits[:, list(never)] = float("-inf")
+            guesses.append(logits.argmax(dim=-1))
+    finally:
+        model.train(was_training)
+    return torch.cat(guesses).cpu()

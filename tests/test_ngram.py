@@ -98,3 +98,6 @@ def test_the_neighbour_guesser_backs_off_from_both_sides_to_one_to_none():
     assert guesser.guess("v", "z") == "b"  # only the right side is known: b and c once each before z, b first
     assert guesser.guess("v", "v") == "x"  # nothing known: the most frequent word (x, three times)
     assert guesser.guess("<s>", "a") == "x"  # a sequence's start is the left neighbour <s>
+    assert guesser.guess("x", None) == "a"  # one side only: after x come a twice and b once
+    assert guesser.guess(None, "z") == "b"  # before z: b and c once each, b counted first
+    assert guesser.guess(None, None) == "x"

@@ -7,8 +7,15 @@ import math
 import pytest
 import torch
 
-from attn_utils import CausalLanguageModel
-from attn_utils.running_text import perplexity, random_windows, sliding_window_logprobs, window_starts
+from attn_utils import CausalLanguageModel, MaskedLanguageModel
+from attn_utils.running_text import (
+    loss_by_position,
+    perplexity,
+    predict_hidden_tokens,
+    random_windows,
+    sliding_window_logprobs,
+    window_starts,
+)
 
 
 def small_lm(vocab=20, max_len=32):
@@ -75,6 +82,41 @@ def test_full_context_equals_one_forward_pass_and_perplexity_is_exp_mean_nll():
     model.train()
     perplexity(model, seqs, context=16)
     assert model.training  # left as it was found
+
+
+def test_loss_by_position_averages_each_window_position_by_hand():
+    model = small_lm()
+    seqs = [torch.randint(20, (n,), generator=torch.Generator().manual_seed(n)) for n in (13, 9, 4)]
+    got = loss_by_position(model, seqs, context=4)
+    # windows of 5 tokens at 0, 4, 8 of the first sequence and 0, 4 of the second; the third is too short
+    windows = [seqs[0][0:5], seqs[0][4:9], seqs[0][8:13], seqs[1][0:5], seqs[1][4:9]]
+    want = torch.zeros(4, dtype=torch.float64)
+    for w in windows:
+        for i in range(4):
+            logits, _ = model(w[None, :i + 1])
+            want[i] -= torch.log_softmax(logits[0, -1], -1)[w[i + 1]].item()
+    torch.testing.assert_close(got, want / 5)
+    with pytest.raises(ValueError, match="no sequence holds a window of context \\+ 1 = 21 tokens"):
+        loss_by_position(model, seqs, context=20)
+
+
+@pytest.mark.parametrize("length, context", [(12, 6), (12, 5), (4, 8)])
+def test_predict_hidden_tokens_hides_one_token_at_a_time_in_a_centred_window(length, context):
+    torch.manual_seed(0)
+    model = MaskedLanguageModel(12, 16, 32, 2, 1, max_len=16).double().eval()
+    seq = torch.randint(4, 12, (length,), generator=torch.Generator().manual_seed(2))
+    got = predict_hidden_tokens(model, seq, context, mask_id=1, never=(0, 1), batch_size=3)
+    width = min(context, length)
+    want = []
+    for p in range(1, length):
+        start = min(max(p - width // 2, 0), length - width)
+        X = seq[start:start + width].clone()
+        X[p - start] = 1
+        logits = model(X[None])[0, p - start]
+        logits[[0, 1]] = float("-inf")
+        want.append(int(logits.argmax()))
+    assert got.tolist() == want
+    assert not set(got.tolist()) & {0, 1}
 
 
 def test_bad_inputs_are_named():
