@@ -25,8 +25,10 @@ chapter                                  modules                                
 10  The Transformer                      ``transformer``                              ``exercises.ch10``
 11  Attention today                      (its two sections:)
 11a GPT- and BERT-style models           ``language_models``, ``sampling``,           ``exercises.ch11_models``
-                                         ``ngram``, ``induction``, ``data.moby_dick``
+                                         ``running_text``, ``ngram``,
+                                         ``data.moby_dick``
 11b Making attention fast                ``online_softmax``, ``fast_attention``       ``exercises.ch11_fast``
+11d Induction heads                      ``induction``                                ``exercises.ch11_induction``
 shared: device and seed                  ``device``
 shared: masks, argument checks           ``masking``, ``checks``
 shared: budgets, the training loop       ``budgets``, ``training_loop``
@@ -83,7 +85,6 @@ from .scoring import cosine_score as cosine_score
 
 # isort: split
 # Chapter 4: translation data, the encoder-decoder, decoding, BLEU, training and checkpoints
-from .data import Vocab as Vocab
 from .data import load_translation_data as load_translation_data
 from .decoding import beam_search as beam_search
 from .decoding import greedy_decode as greedy_decode
@@ -197,7 +198,6 @@ from .language_models import IGNORE_INDEX as IGNORE_INDEX
 from .language_models import CausalLanguageModel as CausalLanguageModel
 from .language_models import MaskedLanguageModel as MaskedLanguageModel
 from .language_models import bert_mask as bert_mask
-from .language_models import causal_lm_loss as causal_lm_loss
 from .language_models import mask_tokens as mask_tokens
 from .language_models import masked_lm_loss as masked_lm_loss
 from .language_models import train_language_model as train_language_model

@@ -14,7 +14,6 @@ from attn_utils import (
     MaskedLanguageModel,
     TransformerDecoderBlock,
     bert_mask,
-    causal_lm_loss,
     generate,
     kv_cache_bytes,
     mask_tokens,
@@ -23,6 +22,7 @@ from attn_utils import (
     time_generation,
     train_language_model,
 )
+from attn_utils.language_models import causal_lm_loss
 from attn_utils.sampling import sample_from, top_k_filter
 
 
