@@ -23,11 +23,13 @@ chapter                                  modules                                
 8   Self-attention, positions            ``positional``, ``masking.causal_mask``      ``exercises.ch08``
 9   Multi-head attention                 ``multihead``                                ``exercises.ch09``
 10  The Transformer                      ``transformer``                              ``exercises.ch10``
-11  Attention today                      (its two sections:)
+11  Attention today                      (its sections:)
 11a GPT- and BERT-style models           ``language_models``, ``sampling``,           ``exercises.ch11_models``
                                          ``running_text``, ``ngram``,
                                          ``data.moby_dick``
 11b Making attention fast                ``online_softmax``, ``fast_attention``       ``exercises.ch11_fast``
+11c Positions and heads in today's       ``rotary``, ``alibi``,
+    models (in preparation)              ``masking.sliding_window_mask``
 11d Induction heads                      ``induction``                                ``exercises.ch11_induction``
 shared: device and seed                  ``device``
 shared: masks, argument checks           ``masking``, ``checks``

@@ -139,3 +139,16 @@ def causal_mask(num_queries: int, num_keys: int, device=None) -> torch.Tensor:
     offset = num_keys - num_queries
     queries = torch.arange(num_queries, device=device).unsqueeze(1) + offset
     return torch.arange(num_keys, device=device).unsqueeze(0) <= queries
+
+
+def sliding_window_mask(num_queries: int, num_keys: int, window: int, device=None) -> torch.Tensor:
+    """Boolean ``(num_queries, num_keys)``, True where the key is among the last ``window`` positions up
+    to and including the query's own, the queries being the last ``num_queries`` of the ``num_keys``
+    positions (as in ``causal_mask``): sliding-window attention (Beltagy et al., 2020). With ``window
+    >= num_keys`` it equals ``causal_mask``."""
+    for name, value in [("num_queries", num_queries), ("num_keys", num_keys), ("window", window)]:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    queries = torch.arange(num_queries, device=device).unsqueeze(1) + num_keys - num_queries
+    keys = torch.arange(num_keys, device=device).unsqueeze(0)
+    return (keys <= queries) & (keys > queries - window)

@@ -1,0 +1,50 @@
+"""Rotary position embeddings (Su et al., 2021, RoFormer): positions enter attention as rotations.
+
+``apply_rotary`` rotates each pair of features ``(x[..., 2i], x[..., 2i + 1])`` of the vector at
+position ``p`` by the angle ``p * base^(-2i / d)``, the paper's interleaved pairs. Applied to queries
+and keys, it makes their dot product depend on the positions only through their offset:
+``<R(p) q, R(r) k> = <q, R(r - p) k>``, since rotations by the same angle cancel. (Some code bases pair
+feature ``i`` with feature ``i + d / 2`` instead, the "rotate half" layout; it is the same idea with
+the features permuted.)
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def rotary_angles(positions: torch.Tensor, dim: int, base: float = 10000.0) -> torch.Tensor:
+    """``(..., n, dim / 2)``: the angle ``p * base^(-2i / dim)`` for each position ``p`` and pair ``i``."""
+    frequencies = base ** (-torch.arange(0, dim, 2, dtype=torch.float64, device=positions.device) / dim)
+    return positions.to(torch.float64)[..., None] * frequencies  # (..., n, dim / 2)
+
+
+def apply_rotary(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0) -> torch.Tensor:
+    """Rotate the feature pairs of ``x`` ``(..., n, d)`` by their position's angles: same shape and dtype.
+
+    ``positions`` (``n`` integers, or any shape that broadcasts against ``x.shape[:-1]``) default to
+    ``0 .. n - 1``; pass ``P .. P + n - 1`` for tokens that follow ``P`` cached ones.
+    """
+    if not isinstance(x, torch.Tensor) or x.dim() < 2 or not x.is_floating_point():
+        got = f"shape {tuple(x.shape)}, dtype {x.dtype}" if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"x must be a floating-point tensor (..., n, d), got {got}")
+    n, d = x.shape[-2:]
+    if d % 2:
+        raise ValueError(f"the feature size d must be even (the features are rotated in pairs), got d = {d}")
+    if base <= 0:
+        raise ValueError(f"base must be positive, got {base!r}")
+    if positions is None:
+        positions = torch.arange(n, device=x.device)
+    positions = torch.as_tensor(positions, device=x.device)
+    try:
+        torch.broadcast_shapes(positions.shape, x.shape[:-1])
+    except RuntimeError:
+        raise ValueError(f"positions of shape {tuple(positions.shape)} do not broadcast against the "
+                         f"{tuple(x.shape[:-1])} positions of x") from None
+    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+    angles = rotary_angles(positions, d, base).to(compute)  # (..., n, d / 2)
+    cos, sin = angles.cos(), angles.sin()
+    pairs = x.to(compute).unflatten(-1, (d // 2, 2))  # (..., n, d / 2, 2): the pairs (x_2i, x_2i+1)
+    even, odd = pairs[..., 0], pairs[..., 1]
+    rotated = torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1)  # (..., n, d / 2, 2)
+    return rotated.flatten(-2).to(x.dtype)  # (..., n, d)

@@ -1,0 +1,99 @@
+"""Rotary embeddings, ALiBi and sliding-window masks, against independent computations by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from attn_utils.alibi import alibi_bias, alibi_slopes
+from attn_utils.masking import causal_mask, sliding_window_mask
+from attn_utils.rotary import apply_rotary
+
+
+def test_rotary_equals_complex_multiplication_of_the_pairs():
+    x = torch.randn(2, 3, 7, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    got = apply_rotary(x, base=100.0)
+    z = torch.view_as_complex(x.reshape(2, 3, 7, 4, 2).contiguous())  # pairs (x_2i, x_2i+1) as complex numbers
+    theta = 100.0 ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8)  # (4,)
+    angles = torch.arange(7, dtype=torch.float64)[:, None] * theta  # (7, 4)
+    want = torch.view_as_real(z * torch.polar(torch.ones_like(angles), angles)).reshape(2, 3, 7, 8)
+    torch.testing.assert_close(got, want)
+
+
+def test_rotary_dot_products_depend_only_on_the_offset():
+    g = torch.Generator().manual_seed(1)
+    q, k = torch.randn(16, dtype=torch.float64, generator=g), torch.randn(16, dtype=torch.float64, generator=g)
+
+    def score(p, r):
+        rq = apply_rotary(q[None], torch.tensor([p]))[0]
+        rk = apply_rotary(k[None], torch.tensor([r]))[0]
+        return torch.dot(rq, rk).item()
+
+    for offset in (0, 1, 5, 37):
+        values = [score(p, p + offset) for p in (0, 3, 100, 2048)]
+        assert values == pytest.approx([values[0]] * 4, abs=1e-9)
+    assert score(0, 1) != pytest.approx(score(0, 2))  # and it does depend on the offset
+
+
+def test_rotary_keeps_shape_dtype_norms_and_position_zero():
+    x = torch.randn(5, 6, dtype=torch.float16)
+    y = apply_rotary(x)
+    assert y.shape == x.shape and y.dtype == torch.float16
+    torch.testing.assert_close(y[0], x[0])  # angle 0 at position 0
+    x32 = torch.randn(4, 5, 6)
+    torch.testing.assert_close(apply_rotary(x32).norm(dim=-1), x32.norm(dim=-1))  # rotations keep lengths
+    shifted = apply_rotary(x32, positions=torch.arange(3, 8))  # tokens after 3 cached ones
+    torch.testing.assert_close(shifted, apply_rotary(torch.cat([torch.zeros(4, 3, 6), x32], dim=1))[:, 3:])
+
+
+def test_rotary_names_bad_inputs():
+    with pytest.raises(ValueError, match="must be even"):
+        apply_rotary(torch.randn(3, 5))
+    with pytest.raises(ValueError, match="do not broadcast"):
+        apply_rotary(torch.randn(3, 4), positions=torch.arange(5))
+    with pytest.raises(ValueError, match="floating-point tensor"):
+        apply_rotary(torch.ones(3, 4, dtype=torch.long))
+
+
+@pytest.mark.parametrize("heads, want", [
+    (8, [2.0 ** -i for i in range(1, 9)]),
+    (16, [2.0 ** (-i / 2) for i in range(1, 17)]),
+    # 12 heads: the 8 slopes of 8 heads, then every other slope of 16 heads (2^-0.5, 2^-1.5, ...), the first 4
+    (12, [2.0 ** -i for i in range(1, 9)] + [2.0 ** -0.5, 2.0 ** -1.5, 2.0 ** -2.5, 2.0 ** -3.5]),
+])
+def test_alibi_slopes_follow_the_paper(heads, want):
+    assert alibi_slopes(heads).tolist() == pytest.approx(want)
+
+
+def test_alibi_bias_by_hand_with_the_queries_last():
+    bias = alibi_bias(2, 2, 4)  # slopes 1/16 and 1/256; queries at positions 2 and 3
+    assert bias.shape == (2, 2, 4)
+    distances = torch.tensor([[2.0, 1, 0, -1], [3, 2, 1, 0]])
+    torch.testing.assert_close(bias[0], -distances / 16)
+    torch.testing.assert_close(bias[1], -distances / 256)
+    with pytest.raises(ValueError, match="num_queries must be at most num_keys"):
+        alibi_bias(2, 5, 4)
+
+
+@pytest.mark.parametrize("num_queries, num_keys, window", [(6, 6, 3), (1, 9, 4), (3, 7, 1), (5, 5, 9)])
+def test_sliding_window_mask_against_a_loop(num_queries, num_keys, window):
+    got = sliding_window_mask(num_queries, num_keys, window)
+    want = torch.zeros(num_queries, num_keys, dtype=torch.bool)
+    for i in range(num_queries):
+        position = num_keys - num_queries + i
+        for j in range(num_keys):
+            want[i, j] = position - window < j <= position
+    assert torch.equal(got, want)
+    assert torch.equal(sliding_window_mask(num_queries, num_keys, num_keys), causal_mask(num_queries, num_keys))
+    with pytest.raises(ValueError, match="window must be a positive integer"):
+        sliding_window_mask(2, 3, 0)
+
+
+def test_alibi_slopes_are_a_geometric_sequence_for_powers_of_two():
+    for heads in (1, 2, 4, 32):
+        s = alibi_slopes(heads)
+        assert s[0].item() == pytest.approx(2 ** (-8 / heads))
+        assert torch.allclose(s[1:] / s[:-1], torch.full((heads - 1,), 2 ** (-8 / heads)))
+    assert math.isclose(alibi_slopes(1).item(), 2 ** -8)
