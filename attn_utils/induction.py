@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import torch
 
 from .checks import check_tokens
+from .running_text import model_logits
+from .training_loop import evaluation_mode
 
 
 @dataclass(frozen=True)
@@ -171,14 +173,9 @@ def ablate_heads(model, heads: Iterable[tuple[int, int]]):
 def copy_accuracy(model, batch: RepeatedSegments) -> float:
     """The share of ``batch``'s predictable positions at which ``model``'s most probable next token is the
     right one, in evaluation mode (``model(X)`` returns logits ``(batch, T, vocab)`` or a tuple starting with them)."""
-    was_training = model.training
-    model.eval()
     device = next((p.device for p in model.parameters()), torch.device("cpu"))
-    try:
-        out = model(batch.tokens[:, :-1].to(device))
-    finally:
-        model.train(was_training)
-    logits = out[0] if isinstance(out, tuple) else out  # (batch, length - 1, vocab)
+    with evaluation_mode(model):
+        logits = model_logits(model, batch.tokens[:, :-1].to(device))  # (batch, length - 1, vocab)
     mask = batch.predictable[:, :-1].to(logits.device)
     if not bool(mask.any()):
         raise ValueError("the batch has no predictable position: make the segments longer")

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from .checks import check_positive_int
+from .training_loop import evaluation_mode
 
 
 def _check_stream(stream, name: str, min_length: int) -> None:
@@ -28,6 +29,21 @@ def _check_stream(stream, name: str, min_length: int) -> None:
         raise ValueError(f"{name} must be a 1-D integer tensor of token indices, got {got}")
     if len(stream) < min_length:
         raise ValueError(f"{name} must hold at least {min_length} tokens, got {len(stream)}")
+
+
+def model_logits(model: nn.Module, X: torch.Tensor) -> torch.Tensor:
+    """``model(X)``'s logits ``(batch, steps, vocab)`` (the first element when the model returns a tuple,
+    as ``CausalLanguageModel`` does), in float32 at least, so that a softmax of half-precision logits
+    does not lose the small probabilities."""
+    out = model(X)
+    logits = out[0] if isinstance(out, tuple) else out
+    return logits.to(torch.promote_types(logits.dtype, torch.float32))
+
+
+def _target_logprobs(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
+    """``(batch, steps - 1)``: the log-probability of ``tokens[:, 1:]`` given the tokens before each."""
+    logits = model_logits(model, tokens[:, :-1])  # (batch, steps - 1, vocab)
+    return torch.log_softmax(logits, dim=-1).gather(-1, tokens[:, 1:, None])[..., 0]
 
 
 def random_windows(stream: torch.Tensor, batch_size: int, length: int,
@@ -81,10 +97,7 @@ def sliding_window_logprobs(model: nn.Module, sequence: torch.Tensor, context: i
         chunk = windows[i:i + batch_size]
         starts = torch.tensor([s for s, _ in chunk], device=sequence.device)
         tokens = sequence[starts[:, None] + offsets]  # (windows, width + 1)
-        out = model(tokens[:, :-1])
-        logits = out[0] if isinstance(out, tuple) else out  # (windows, width, vocab)
-        logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # half precision: softmax in float32
-        logp = torch.log_softmax(logits, dim=-1).gather(-1, tokens[:, 1:, None])[..., 0]  # (windows, width)
+        logp = _target_logprobs(model, tokens)  # (windows, width)
         pieces.extend(row[skip:] for row, (_, skip) in zip(logp, chunk))
     return torch.cat(pieces).cpu()
 
@@ -94,12 +107,8 @@ def perplexity(model: nn.Module, sequences, context: int, stride: int | None = N
     tensors, each scored from its second token on) with ``sliding_window_logprobs``."""
     if not isinstance(sequences, (list, tuple)) or not sequences:
         raise ValueError(f"sequences must be a non-empty list of 1-D token tensors, got {type(sequences).__name__}")
-    was_training = model.training
-    model.eval()
-    try:
+    with evaluation_mode(model):
         logps = torch.cat([sliding_window_logprobs(model, s, context, stride) for s in sequences])
-    finally:
-        model.train(was_training)
     return math.exp(-logps.double().mean().item())
 
 
@@ -114,19 +123,11 @@ def loss_by_position(model: nn.Module, sequences, context: int) -> torch.Tensor:
     if not windows:
         raise ValueError(f"no sequence holds a window of context + 1 = {context + 1} tokens")
     tokens = torch.stack(windows)  # (windows, context + 1)
-    was_training = model.training
-    model.eval()
-    try:
-        total = torch.zeros(context, dtype=torch.float64)
+    total = torch.zeros(context, dtype=torch.float64)
+    with evaluation_mode(model):
         for i in range(0, len(tokens), 64):
-            batch = tokens[i:i + 64]
-            out = model(batch[:, :-1])
-            logits = out[0] if isinstance(out, tuple) else out  # (batch, context, vocab)
-            logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
-            logp = torch.log_softmax(logits, dim=-1).gather(-1, batch[:, 1:, None])[..., 0]  # (batch, context)
+            logp = _target_logprobs(model, tokens[i:i + 64])  # (batch, context)
             total -= logp.double().sum(dim=0).cpu()
-    finally:
-        model.train(was_training)
     return total / len(tokens)
 
 
@@ -142,10 +143,8 @@ def predict_hidden_tokens(model: nn.Module, sequence: torch.Tensor, context: int
     width = min(context, len(sequence))
     positions = torch.arange(1, len(sequence), device=sequence.device)
     starts = (positions - width // 2).clamp(0, len(sequence) - width)
-    was_training = model.training
-    model.eval()
     guesses = []
-    try:
+    with evaluation_mode(model):
         for i in range(0, len(positions), batch_size):
             pos, start = positions[i:i + batch_size], starts[i:i + batch_size]
             X = sequence[start[:, None] + torch.arange(width, device=sequence.device)]  # (batch, width)
@@ -154,6 +153,4 @@ def predict_hidden_tokens(model: nn.Module, sequence: torch.Tensor, context: int
             logits = model(X)[rows, at]  # (batch, vocab): the scores at each hidden position
             logits[:, list(never)] = float("-inf")
             guesses.append(logits.argmax(dim=-1))
-    finally:
-        model.train(was_training)
     return torch.cat(guesses).cpu()

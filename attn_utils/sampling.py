@@ -19,6 +19,7 @@ import torch
 
 from .checks import check_tokens
 from .measure import interleaved_times
+from .training_loop import evaluation_mode
 
 
 def _check_temperature(temperature) -> float:
@@ -105,10 +106,8 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, temperature: floa
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
     temperature, top_k = _check_temperature(temperature), _check_top_k(top_k)
-    was_training = model.training
-    model.eval()
     tokens, steps_logits, cache = prompt, [], None
-    try:
+    with evaluation_mode(model):
         for _ in range(max_new_tokens):
             if use_cache:
                 logits, cache = model(tokens if cache is None else tokens[:, -1:], cache)
@@ -121,8 +120,6 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, temperature: floa
                 token = sample_from(sampling_probs(last, temperature, top_k), generator)
             tokens = torch.cat([tokens, token.unsqueeze(1).to(tokens.dtype)], dim=1)
             steps_logits.append(last)
-    finally:
-        model.train(was_training)
     if return_logits:
         vocab = model.dense.out_features if hasattr(model, "dense") else 0
         stacked = torch.stack(steps_logits, dim=1) if steps_logits else prompt.new_zeros(

@@ -10,13 +10,15 @@ check that the loss stays finite, and a ``History``.
 
 A step budget gives the same model on every machine; a time budget the best model a machine can
 train in that time. Time spent in evaluations does not count towards the budget.
+``evaluation_mode(model)`` is the ``with`` block in which evaluations and generation run.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -27,6 +29,18 @@ from .budgets import budget_name
 from .checks import check_positive_int
 
 SCHEDULES = ("linear", "constant")
+
+
+@contextmanager
+def evaluation_mode(model: nn.Module) -> Iterator[nn.Module]:
+    """Within the ``with`` block ``model`` is in evaluation mode (no dropout); afterwards it is back
+    in the mode it was in, also when the block raises."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
 _SUMMARY_LABELS = {"val_bleu": ("validation BLEU", ".1f"), "val_accuracy": ("validation accuracy", ".3f")}
 OPTIMIZERS = ("adam", "adamw", "sgd")
 

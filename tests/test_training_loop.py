@@ -93,6 +93,22 @@ def test_adamw_decays_the_weight_apart_from_the_gradient_step():
     assert model.w.item() == pytest.approx(2.0 * (1 - 0.1 * 0.5) - 0.1 * 3.0 / (3.0 + 1e-8))
 
 
+def test_evaluation_mode_restores_the_mode_also_on_errors():
+    from attn_utils.training_loop import evaluation_mode
+
+    model = nn.Sequential(nn.Dropout(0.5)).train()
+    with evaluation_mode(model) as inside:
+        assert inside is model and not model.training
+    assert model.training
+    with pytest.raises(RuntimeError), evaluation_mode(model):
+        raise RuntimeError("inside")
+    assert model.training
+    model.eval()
+    with evaluation_mode(model):
+        pass
+    assert not model.training
+
+
 def test_clipping_bounds_the_update():
     model = _Scalar(0.0)  # gradient of (w - 100)^2 at 0 is -200; clipped to norm 1
     fit(model, lambda m, step: (m.w - 100.0) ** 2, max_steps=1, lr=0.5, optimizer="sgd", schedule="constant",
