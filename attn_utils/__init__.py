@@ -29,7 +29,8 @@ chapter                                  modules                                
                                          ``data.moby_dick``
 11b Making attention fast                ``online_softmax``, ``fast_attention``       ``exercises.ch11_fast``
 11c Positions and heads in today's       ``rotary``, ``alibi``,
-    models (in preparation)              ``masking.sliding_window_mask``
+    models (in preparation)              ``causal_attention``,
+                                         ``masking.sliding_window_mask``
 11d Induction heads                      ``induction``                                ``exercises.ch11_induction``
 shared: device and seed                  ``device``
 shared: masks, argument checks           ``masking``, ``checks``

@@ -8,7 +8,9 @@ weighted sum of the values. A layer only says how it scores.
 Shapes: queries (batch, Q, query_size), keys (batch, K, key_size), values (batch, K, value_size)
 -> output (batch, Q, value_size); more leading dimensions (e.g. heads) work too. ``valid_lens``
 is ``None``, valid lengths (batch,) or (batch, Q), or a boolean mask broadcastable to the scores
-(batch, Q, K), ``True`` where a query may look (see :func:`attn_utils.masked_softmax`).
+(batch, Q, K), ``True`` where a query may look (see :func:`attn_utils.masked_softmax`). ``bias``,
+a floating-point tensor broadcastable to the scores, is added to them before the softmax (ALiBi's
+distance penalty, for instance); masked keys stay masked whatever their bias.
 
 ``DotProductAttention`` and ``AdditiveAttention`` have d2l's signatures and parameter names, so
 state dicts move between these layers and d2l's.
@@ -61,18 +63,42 @@ class ScoredAttention(nn.Module):
                 state[name] = None
         return state
 
-    def forward(self, queries, keys, values, valid_lens=None):
+    def forward(self, queries, keys, values, valid_lens=None, bias=None):
         check_attention_inputs(queries, keys, values, self.same_size, type(self).__name__)
-        scores = self.score(queries, keys)  # (batch, Q, K)
+        scores = add_bias(self.score(queries, keys), bias)  # (batch, Q, K)
         self.attention_weights = masked_softmax(scores, valid_lens)
         return self.dropout(self.attention_weights) @ values  # (batch, Q, K) @ (batch, K, v) -> (batch, Q, v)
 
 
-def fused_dot_product_attention(queries, keys, values, valid_lens=None, scale: float | None = None):
-    """``softmax(scale * Q K^T) V`` through ``F.scaled_dot_product_attention``, with our masks.
+def add_bias(scores: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``scores + bias``, after checking that ``bias`` is a floating-point tensor that broadcasts to the
+    scores without changing their shape."""
+    if bias is None:
+        return scores
+    check_bias(bias, scores.shape)
+    return scores + bias.to(scores.dtype)
 
-    ``valid_lens`` is taken in every form ``masked_softmax`` takes. A query with no visible key
-    gets a zero output, whatever the torch version or backend would return for it (some give NaN).
+
+def check_bias(bias, score_shape) -> None:
+    """Raise ``ValueError`` unless ``bias`` is a floating-point tensor broadcastable to ``score_shape``."""
+    if not isinstance(bias, torch.Tensor) or not bias.is_floating_point():
+        got = f"dtype {bias.dtype}" if isinstance(bias, torch.Tensor) else type(bias).__name__
+        raise ValueError(f"bias must be a floating-point tensor added to the scores, got {got}")
+    try:
+        shape = torch.broadcast_shapes(bias.shape, score_shape)
+    except RuntimeError:
+        shape = None
+    if shape != tuple(score_shape):
+        raise ValueError(f"bias of shape {tuple(bias.shape)} does not broadcast to scores of shape "
+                         f"{tuple(score_shape)}")
+
+
+def fused_dot_product_attention(queries, keys, values, valid_lens=None, scale: float | None = None, bias=None):
+    """``softmax(scale * Q K^T + bias) V`` through ``F.scaled_dot_product_attention``, with our masks.
+
+    ``valid_lens`` is taken in every form ``masked_softmax`` takes; ``bias`` (optional) is a float tensor
+    broadcastable to the ``(..., Q, K)`` scores. A query with no visible key gets a zero output,
+    whatever the torch version or backend would return for it (some give NaN).
     """
     # A stride-0 stand-in for the (..., Q, K) scores, only so make_mask can read their shape.
     score_shape = torch.empty((), device=queries.device).expand(*queries.shape[:-1], keys.shape[-2])
@@ -81,6 +107,10 @@ def fused_dot_product_attention(queries, keys, values, valid_lens=None, scale: f
     if mask is not None:
         visible = mask.any(dim=-1, keepdim=True)  # (..., Q or 1, 1): does the row see any key?
         mask = mask | ~visible  # a fully masked row may look everywhere (finite), and is zeroed below
+    if bias is not None:
+        check_bias(bias, score_shape.shape)
+        bias = bias.to(device=queries.device, dtype=queries.dtype)
+        mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))  # one additive mask
     unbatched_heads = queries.dim() == 3
     if unbatched_heads:
         # (batch, n, d) -> (batch, 1, n, d): torch's fast CPU kernel takes (batch, heads, n, d) only
@@ -122,14 +152,14 @@ class DotProductAttention(ScoredAttention):
     @property
     def attention_weights(self):
         if self._weights is None and self._saved is not None:
-            queries, keys, valid_lens, versions = self._saved
+            queries, keys, valid_lens, bias, versions = self._saved
             if (queries._version, keys._version) != versions:
                 raise RuntimeError(
                     "the queries or keys of the last forward pass were modified in place since (e.g. by an "
                     "optimizer step), so its attention weights can no longer be computed; read "
                     ".attention_weights before changing them, or build the layer with fused=False"
                 )
-            self._weights = masked_softmax(self.score(queries, keys), valid_lens)
+            self._weights = masked_softmax(add_bias(self.score(queries, keys), bias), valid_lens)
             self._saved = None
         return self._weights
 
@@ -137,13 +167,14 @@ class DotProductAttention(ScoredAttention):
     def attention_weights(self, value):
         self._weights, self._saved = value, None
 
-    def forward(self, queries, keys, values, valid_lens=None):
+    def forward(self, queries, keys, values, valid_lens=None, bias=None):
         if not self.fused or (self.training and self.dropout.p > 0):
-            return super().forward(queries, keys, values, valid_lens)
+            return super().forward(queries, keys, values, valid_lens, bias)
         check_attention_inputs(queries, keys, values, True, "DotProductAttention")
-        output = fused_dot_product_attention(queries, keys, values, valid_lens, self.scale)
+        output = fused_dot_product_attention(queries, keys, values, valid_lens, self.scale, bias)
         queries, keys = queries.detach(), keys.detach()  # share storage (and version counters) with the inputs
-        self._weights, self._saved = None, (queries, keys, valid_lens, (queries._version, keys._version))
+        bias = None if bias is None else bias.detach()
+        self._weights, self._saved = None, (queries, keys, valid_lens, bias, (queries._version, keys._version))
         return output
 
 

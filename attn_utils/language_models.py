@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -37,24 +38,46 @@ def _init_weights(model: nn.Module, embedding: nn.Embedding, num_hiddens: int) -
     nn.init.normal_(embedding.weight, std=num_hiddens ** -0.5)
 
 
+class KVCache(NamedTuple):
+    """A ``CausalLanguageModel``'s key-value cache: ``keys`` and ``values``, each ``(num_blks, batch,
+    num_kv_heads, P, d / heads)``, and ``length``, how many tokens came before (the position of the next
+    one). ``length == P`` unless a sliding window keeps only the last ``window`` positions."""
+
+    keys: torch.Tensor
+    values: torch.Tensor
+    length: int
+
+
 class CausalLanguageModel(nn.Module):
     """A decoder-only (GPT-style) language model: ``logits, cache = model(X, cache=None)``.
 
-    ``X`` ``(batch, T)`` holds the tokens at positions ``P .. P + T - 1``, where P is the length of
-    the cache (0 without one); the logits ``(batch, T, vocab)`` at position t are the model's
-    scores for the token at t + 1, computed from tokens 0..t only. ``cache`` is ``(keys, values)``,
-    each ``(num_blks, batch, heads, P, d / heads)`` (the layout of ``TransformerDecoder``'s
-    ``self_k``/``self_v``); the returned cache has ``P + T`` positions.
+    ``X`` ``(batch, T)`` holds the tokens at positions ``L .. L + T - 1``, where L is the cache's
+    ``length`` (0 without one); the logits ``(batch, T, vocab)`` at position t are the model's
+    scores for the token at t + 1, computed from tokens 0..t only. ``cache`` is a ``KVCache`` (or a
+    plain ``(keys, values)`` pair, whose length is then its number of positions), each
+    ``(num_blks, batch, num_kv_heads, P, d / heads)`` (the layout of ``TransformerDecoder``'s
+    ``self_k``/``self_v``); the returned cache has ``P + T`` positions, or the last ``window``.
+
+    Options of today's models:
+
+    * ``positions``: ``"learned"`` (GPT-2), ``"sinusoidal"`` (the 2017 Transformer), ``"rotary"``
+      (RoFormer, LLaMA) or ``"alibi"`` (BLOOM); with the last two, ``max_len`` is no limit.
+    * ``num_kv_heads``: grouped-query attention (1: multi-query attention).
+    * ``window``: sliding-window attention with a rolling cache of ``window`` positions.
     """
 
     def __init__(self, vocab_size: int, num_hiddens: int = 128, ffn_num_hiddens: int = 512, num_heads: int = 4,
                  num_blks: int = 2, dropout: float = 0.0, use_bias: bool = False, *, max_len: int = 256,
-                 learned_positions: bool = True, activation: str = "gelu"):
+                 positions: str = "learned", activation: str = "gelu", num_kv_heads: int | None = None,
+                 window: int | None = None):
         super().__init__()
         self.num_heads, self.max_len, self.num_hiddens = num_heads, max_len, num_hiddens
+        self.num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        self.positions, self.window = positions, window
         self.embedding, self.pos_encoding, self.blks, self.final_norm = build_stack(
             TransformerDecoderBlock, vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks, dropout, use_bias,
-            True, max_len, learned_positions, cross_attention=False, activation=activation)
+            True, max_len, positions, cross_attention=False, activation=activation, positions=positions,
+            window=window, num_kv_heads=num_kv_heads)
         self.dense = nn.Linear(num_hiddens, vocab_size, bias=False)
         self.dense.weight = self.embedding.weight  # tied: one matrix reads and writes tokens
         _init_weights(self, self.embedding, num_hiddens)
@@ -64,32 +87,43 @@ class CausalLanguageModel(nn.Module):
         """Each block's ``(batch, heads, T, P + T)`` self-attention weights of the last forward pass."""
         return [blk.attention1.attention_weights for blk in self.blks]
 
-    def empty_cache(self, batch: int, device=None, dtype=None):
-        """A cache of length 0: ``(keys, values)``, each ``(num_blks, batch, heads, 0, d / heads)``."""
+    def empty_cache(self, batch: int, device=None, dtype=None) -> KVCache:
+        """A cache of length 0: keys and values, each ``(num_blks, batch, num_kv_heads, 0, d / heads)``."""
         weight = self.embedding.weight
-        empty = torch.zeros(len(self.blks), batch, self.num_heads, 0, self.num_hiddens // self.num_heads,
+        empty = torch.zeros(len(self.blks), batch, self.num_kv_heads, 0, self.num_hiddens // self.num_heads,
                             device=weight.device if device is None else device,
                             dtype=weight.dtype if dtype is None else dtype)
-        return empty, empty
+        return KVCache(empty, empty, 0)
+
+    def _check_cache(self, cache, batch: int) -> KVCache:
+        if not isinstance(cache, tuple) or len(cache) not in (2, 3):
+            raise ValueError(f"cache must be a KVCache (keys, values, length) or a (keys, values) pair, got "
+                             f"{type(cache).__name__}")
+        past_k, past_v = cache[:2]
+        expected = (len(self.blks), batch, self.num_kv_heads)
+        if not isinstance(past_k, torch.Tensor) or not isinstance(past_v, torch.Tensor) or past_k.dim() != 5 \
+                or past_k.shape != past_v.shape or past_k.shape[:3] != expected:
+            shapes = [tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__ for t in (past_k, past_v)]
+            raise ValueError(f"cache must be (keys, values), each (num_blks={expected[0]}, batch={batch}, "
+                             f"kv_heads={expected[2]}, P, d / heads); got {shapes[0]} and {shapes[1]}")
+        length = cache[2] if len(cache) == 3 else past_k.shape[3]
+        if isinstance(length, bool) or not isinstance(length, int) or length < past_k.shape[3]:
+            raise ValueError(f"the cache's length (tokens seen) must be an int of at least its {past_k.shape[3]} "
+                             f"positions, got {length!r}")
+        return KVCache(past_k, past_v, length)
 
     def forward(self, X, cache=None):
         check_tokens(X, "the language model's input X")
-        if cache is None:
-            cache = self.empty_cache(X.shape[0])
-        past_k, past_v = cache
-        if past_k.dim() != 5 or past_k.shape != past_v.shape or past_k.shape[:3] != (
-                len(self.blks), X.shape[0], self.num_heads):
-            raise ValueError(f"cache must be (keys, values), each (num_blks={len(self.blks)}, batch={X.shape[0]}, "
-                             f"heads={self.num_heads}, P, d / heads); got {tuple(past_k.shape)} and "
-                             f"{tuple(past_v.shape)}")
-        X = embed_tokens(self, X, past_k.shape[3])  # (batch, T, d), positions P .. P + T - 1
+        past_k, past_v, length = self.empty_cache(X.shape[0]) if cache is None else self._check_cache(cache, X.shape[0])
+        X = embed_tokens(self, X, length)  # (batch, T, d), positions L .. L + T - 1
         new_k, new_v = [], []
         for i, blk in enumerate(self.blks):
-            X, k, v = blk(X, past_k[i], past_v[i])
+            X, k, v = blk(X, past_k[i], past_v[i], offset=length)
             new_k.append(k)
             new_v.append(v)
         logits = self.dense(self.final_norm(X))  # (batch, T, vocab)
-        return logits, (torch.stack(new_k), torch.stack(new_v))  # (num_blks, batch, heads, P + T, dh) each
+        # keys and values: (num_blks, batch, kv_heads, P + T or window, dh) each
+        return logits, KVCache(torch.stack(new_k), torch.stack(new_v), length + X.shape[1])
 
 
 def causal_lm_loss(model: CausalLanguageModel, tokens: torch.Tensor, pad: int) -> torch.Tensor:

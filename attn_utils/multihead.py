@@ -10,6 +10,13 @@ d2l folds the heads into the batch axis, ``(batch * heads, n, d/heads)`` (``tran
 their own axis, ``(batch, heads, n, d/heads)``, which is the layout
 ``torch.nn.functional.scaled_dot_product_attention`` runs fastest on and which lets a mask be
 shared by the heads without copying it ``num_heads`` times.
+
+Grouped-query attention (Ainslie et al., 2023) is the option ``num_kv_heads``: ``W_k`` and ``W_v``
+then project to ``num_kv_heads`` heads only, and each key/value head serves a contiguous group of
+``num_heads // num_kv_heads`` query heads (query head ``h`` reads key/value head
+``h // group``). ``num_kv_heads=1`` is multi-query attention (Shazeer, 2019); ``None`` or
+``num_heads`` is the layer above, parameter for parameter. A key-value cache then stores only the
+shared heads: ``num_heads / num_kv_heads`` times fewer numbers per token.
 """
 
 from __future__ import annotations
@@ -50,6 +57,15 @@ def merge_heads(X: torch.Tensor) -> torch.Tensor:
     return X.transpose(1, 2).reshape(batch, n, heads * dh)
 
 
+def repeat_kv_heads(X: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """``(batch, kv_heads, K, dh)`` -> ``(batch, num_heads, K, dh)``: each key/value head repeated for
+    its contiguous group of ``num_heads // kv_heads`` query heads (head ``h`` gets ``h // group``)."""
+    kv_heads = X.shape[1]
+    if num_heads % kv_heads:
+        raise ValueError(f"{num_heads} query heads cannot share {kv_heads} key/value heads in equal groups")
+    return X if kv_heads == num_heads else X.repeat_interleave(num_heads // kv_heads, dim=1)
+
+
 def heads_mask(valid_lens):
     """Valid lengths or a mask as given for ``(batch, queries, keys)`` scores, made to apply to
     ``(batch, heads, queries, keys)`` scores: a 3-D boolean mask gains a heads axis (without it,
@@ -73,21 +89,31 @@ class MultiHeadAttention(nn.Module):
     ``(batch, num_heads, Q, K)`` (d2l's is the same numbers as ``(batch * num_heads, Q, K)``).
 
     ``project_kv`` and ``attend`` split the forward pass in two so a decoder can project keys and
-    values once and reuse them (a key-value cache).
+    values once and reuse them (a key-value cache); ``project_q`` and ``attend_heads`` split it
+    further, for code that changes the projected queries and keys (rotary positions) or adds a bias
+    to the scores (ALiBi).
+
+    ``num_kv_heads`` (default ``num_heads``): grouped-query attention, see the module docstring.
     """
 
     def __init__(self, num_hiddens: int, num_heads: int, dropout: float, bias: bool = False, *,
                  query_size: int | None = None, key_size: int | None = None, value_size: int | None = None,
-                 fused: bool = True):
+                 fused: bool = True, num_kv_heads: int | None = None):
         super().__init__()
         if not isinstance(num_heads, int) or num_heads < 1 or num_hiddens % num_heads:
             raise ValueError(f"num_hiddens ({num_hiddens}) must be a multiple of num_heads, a positive int; "
                              f"got num_heads={num_heads!r}")
-        self.num_hiddens, self.num_heads = num_hiddens, num_heads
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        if isinstance(num_kv_heads, bool) or not isinstance(num_kv_heads, int) or num_kv_heads < 1 \
+                or num_heads % num_kv_heads:
+            raise ValueError(f"num_kv_heads must be a positive int that divides num_heads={num_heads} (each key/value "
+                             f"head serves an equal group of query heads), got {num_kv_heads!r}")
+        self.num_hiddens, self.num_heads, self.num_kv_heads = num_hiddens, num_heads, num_kv_heads
+        self.head_dim = num_hiddens // num_heads
         self.attention = DotProductAttention(dropout, fused=fused)
         self.W_q = nn.Linear(query_size or num_hiddens, num_hiddens, bias=bias)
-        self.W_k = nn.Linear(key_size or num_hiddens, num_hiddens, bias=bias)
-        self.W_v = nn.Linear(value_size or num_hiddens, num_hiddens, bias=bias)
+        self.W_k = nn.Linear(key_size or num_hiddens, num_kv_heads * self.head_dim, bias=bias)
+        self.W_v = nn.Linear(value_size or num_hiddens, num_kv_heads * self.head_dim, bias=bias)
         self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)
 
     @property
@@ -100,24 +126,33 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"{name} must have {layer.in_features} features (the size this layer was built "
                              f"for), got shape {tuple(X.shape)}")
 
+    def project_q(self, queries: torch.Tensor) -> torch.Tensor:
+        """Queries projected and split into heads: ``(batch, num_heads, Q, dh)``."""
+        self._check_size("queries", queries, self.W_q)
+        return split_heads(self.W_q(queries), self.num_heads)
+
     def project_kv(self, keys: torch.Tensor, values: torch.Tensor):
-        """Keys and values projected and split into heads: two ``(batch, heads, K, dh)`` tensors."""
+        """Keys and values projected and split into heads: two ``(batch, num_kv_heads, K, dh)`` tensors."""
         self._check_size("keys", keys, self.W_k)
         self._check_size("values", values, self.W_v)
-        return split_heads(self.W_k(keys), self.num_heads), split_heads(self.W_v(values), self.num_heads)
+        return split_heads(self.W_k(keys), self.num_kv_heads), split_heads(self.W_v(values), self.num_kv_heads)
 
     def attend(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, valid_lens=None):
         """Attend with raw ``queries`` ``(batch, Q, query_size)`` to keys and values already
-        projected by ``project_kv`` (``(batch, heads, K, dh)``); returns ``(batch, Q, num_hiddens)``."""
-        self._check_size("queries", queries, self.W_q)
-        return self._heads_attention(split_heads(self.W_q(queries), self.num_heads), keys, values, valid_lens)
+        projected by ``project_kv`` (``(batch, num_kv_heads, K, dh)``); returns ``(batch, Q, num_hiddens)``."""
+        return self.attend_heads(self.project_q(queries), keys, values, valid_lens)
 
-    def _heads_attention(self, queries, keys, values, valid_lens):
-        """All heads at once on projected ``(batch, heads, n, dh)`` inputs, then ``W_o``.
-
-        Returns ``(batch, Q, num_hiddens)``.
-        """
-        output = self.attention(queries, keys, values, heads_mask(valid_lens))  # (batch, heads, Q, dh)
+    def attend_heads(self, queries, keys, values, valid_lens=None, bias=None):
+        """All heads at once on projected inputs, then ``W_o``: queries ``(batch, num_heads, Q, dh)``, keys
+        and values ``(batch, num_kv_heads, K, dh)``; ``bias`` (optional) is added to the ``(batch,
+        num_heads, Q, K)`` scores. Returns ``(batch, Q, num_hiddens)``."""
+        for name, X, heads in (("queries", queries, self.num_heads), ("keys", keys, self.num_kv_heads),
+                               ("values", values, self.num_kv_heads)):
+            if not isinstance(X, torch.Tensor) or X.dim() != 4 or X.shape[1] != heads or X.shape[-1] != self.head_dim:
+                got = tuple(X.shape) if isinstance(X, torch.Tensor) else type(X).__name__
+                raise ValueError(f"projected {name} must be (batch, {heads} heads, n, {self.head_dim}), got {got}")
+        keys, values = repeat_kv_heads(keys, self.num_heads), repeat_kv_heads(values, self.num_heads)
+        output = self.attention(queries, keys, values, heads_mask(valid_lens), bias)  # (batch, heads, Q, dh)
         return self.W_o(merge_heads(output))  # (batch, Q, num_hiddens)
 
     def forward(self, queries, keys, values, valid_lens=None):
@@ -133,10 +168,12 @@ class MultiHeadAttention(nn.Module):
         """Self-attention with the three projections as one matrix product (what torch's module does)."""
         self._check_size("the input", X, self.W_q)
         layers = (self.W_q, self.W_k, self.W_v)
-        weight = torch.cat([layer.weight for layer in layers])  # (3 * num_hiddens, in)
+        weight = torch.cat([layer.weight for layer in layers])  # (num_hiddens + 2 * kv_size, in)
         bias = None if self.W_q.bias is None else torch.cat([layer.bias for layer in layers])
-        q, k, v = (split_heads(Z, self.num_heads) for Z in F.linear(X, weight, bias).chunk(3, dim=-1))
-        return self._heads_attention(q, k, v, valid_lens)
+        sizes = [layer.out_features for layer in layers]
+        q, k, v = F.linear(X, weight, bias).split(sizes, dim=-1)  # (batch, n, num_hiddens), 2 x (batch, n, kv_size)
+        q, k, v = split_heads(q, self.num_heads), split_heads(k, self.num_kv_heads), split_heads(v, self.num_kv_heads)
+        return self.attend_heads(q, k, v, valid_lens)
 
     def transpose_qkv(self, X):
         """d2l's method: see the module-level ``transpose_qkv``."""

@@ -62,10 +62,13 @@ class _Positions(nn.Module):
         self.num_hiddens, self.max_len = num_hiddens, max_len
         self.dropout = nn.Dropout(dropout)
 
-    def _check(self, X, offset: int) -> None:
+    def _check_shape(self, X) -> None:
         if not isinstance(X, torch.Tensor) or X.dim() != 3 or X.shape[-1] != self.num_hiddens:
             got = tuple(X.shape) if isinstance(X, torch.Tensor) else type(X).__name__
             raise ValueError(f"expected X of shape (batch, steps, {self.num_hiddens}), got {got}")
+
+    def _check(self, X, offset: int) -> None:
+        self._check_shape(X)
         if offset < 0 or offset + X.shape[1] > self.max_len:
             raise ValueError(f"positions {offset}..{offset + X.shape[1] - 1} do not fit max_len={self.max_len}; "
                              f"build the encoding with a larger max_len")
@@ -101,3 +104,12 @@ class LearnedPositionalEncoding(_Positions):
     def forward(self, X, offset: int = 0):
         self._check(X, offset)
         return self.dropout(X + self.embedding.weight[offset:offset + X.shape[1]].unsqueeze(0))
+
+
+class NoPositionalEncoding(_Positions):
+    """For models whose positions enter inside attention (rotary, ALiBi): ``dropout(X)``, nothing added.
+    Same interface as ``PositionalEncoding``, but any position is allowed: ``max_len`` is no limit."""
+
+    def forward(self, X, offset: int = 0):
+        self._check_shape(X)
+        return self.dropout(X)

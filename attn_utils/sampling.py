@@ -130,7 +130,8 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, temperature: floa
 
 def kv_cache_bytes(num_blks: int, num_heads: int, length: int, head_dim: int, batch: int = 1,
                    dtype: torch.dtype = torch.float32) -> int:
-    """Bytes of a key-value cache: ``2 (keys and values) * blocks * heads * length * head_dim * batch * size``."""
+    """Bytes of a key-value cache: ``2 (keys and values) * blocks * heads * length * head_dim * batch * size``,
+    where ``num_heads`` counts the key/value heads (fewer than the query heads with grouped-query attention)."""
     for name, value in [("num_blks", num_blks), ("num_heads", num_heads), ("length", length),
                         ("head_dim", head_dim), ("batch", batch)]:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -176,11 +177,14 @@ def time_generation(model, lengths, *, batch: int = 1, prompt_len: int = 1, repe
         if not torch.equal(outputs[True], outputs[False]):
             raise RuntimeError(f"cached and uncached generation of {n} tokens wrote different tokens")
         blk = model.blks[0].attention1
+        cached_positions = prompt_len + n - 1
+        if getattr(model, "window", None) is not None:
+            cached_positions = min(cached_positions, model.window)  # a rolling cache
         results.append(dict(length=n, cached_s=cached, uncached_s=uncached, speedup=uncached / cached,
                             speedup_min=min(ratios), speedup_max=max(ratios),
                             cached_ms_per_token=1e3 * cached / n, uncached_ms_per_token=1e3 * uncached / n,
-                            cache_bytes=kv_cache_bytes(len(model.blks), blk.num_heads, prompt_len + n - 1,
-                                                       blk.num_hiddens // blk.num_heads, batch, weight.dtype)))
+                            cache_bytes=kv_cache_bytes(len(model.blks), blk.num_kv_heads, cached_positions,
+                                                       blk.head_dim, batch, weight.dtype)))
         if progress:
             r = results[-1]
             print(f"{n:5d} tokens: cached {r['cached_s']:.3f} s, uncached {r['uncached_s']:.3f} s, "

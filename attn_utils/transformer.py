@@ -23,10 +23,10 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from .causal_attention import causal_self_attention, check_position_scheme
 from .checks import check_tokens
-from .masking import causal_mask
 from .multihead import MultiHeadAttention
-from .positional import LearnedPositionalEncoding, PositionalEncoding
+from .positional import LearnedPositionalEncoding, NoPositionalEncoding, PositionalEncoding
 from .seq2seq import Decoder, Encoder, EncoderDecoder, source_lengths
 
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}  # the Transformer's ReLU; GPT's and BERT's GELU
@@ -101,16 +101,22 @@ class TransformerDecoderBlock(nn.Module):
 
     ``cross_attention=False`` builds the block of a decoder-only model (GPT): masked self-attention
     and the FFN only, with no ``attention2``/``addnorm2``; its ``forward`` then takes
-    ``cross_k=cross_v=None``.
+    ``cross_k=cross_v=None``. ``positions`` (``"rotary"`` or ``"alibi"`` act inside the
+    self-attention), ``window`` and ``num_kv_heads`` are the options of ``causal_self_attention``
+    and of ``MultiHeadAttention``; ``forward``'s ``offset`` is the position of X's first token
+    (default P, which a rolling cache no longer equals).
     """
 
     def __init__(self, num_hiddens: int, ffn_num_hiddens: int, num_heads: int, dropout: float,
                  use_bias: bool = False, *, norm_first: bool = False, cross_attention: bool = True,
-                 activation: str = "relu"):
+                 activation: str = "relu", positions: str = "sinusoidal", window: int | None = None,
+                 num_kv_heads: int | None = None):
         super().__init__()
+        check_position_scheme(positions, window)
         self.norm_first = norm_first
         self.cross_attention = cross_attention
-        self.attention1 = MultiHeadAttention(num_hiddens, num_heads, dropout, use_bias)
+        self.positions, self.window = positions, window
+        self.attention1 = MultiHeadAttention(num_hiddens, num_heads, dropout, use_bias, num_kv_heads=num_kv_heads)
         self.addnorm1 = AddNorm(num_hiddens, dropout)
         if cross_attention:
             self.attention2 = MultiHeadAttention(num_hiddens, num_heads, dropout, use_bias)
@@ -118,21 +124,19 @@ class TransformerDecoderBlock(nn.Module):
         self.ffn = PositionWiseFFN(ffn_num_hiddens, num_hiddens, activation=activation)
         self.addnorm3 = AddNorm(num_hiddens, dropout)
 
-    def forward(self, X, past_k, past_v, cross_k=None, cross_v=None, enc_valid_lens=None):
+    def forward(self, X, past_k, past_v, cross_k=None, cross_v=None, enc_valid_lens=None, *, offset=None):
         if self.cross_attention != (cross_k is not None and cross_v is not None):
             expected = "tensors" if self.cross_attention else "None"
             got = "None" if cross_k is None or cross_v is None else "tensors"
             raise ValueError(f"this block was built with cross_attention={self.cross_attention}, so cross_k and "
                              f"cross_v must be {expected}; got {got}")
         cache = {}
+        offset = past_k.shape[2] if offset is None else offset
 
         def self_attention(Z):
-            k, v = self.attention1.project_kv(Z, Z)  # (batch, heads, T, dh) each
-            k, v = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)  # (batch, heads, P + T, dh)
-            cache["k"], cache["v"] = k, v
-            T, P = Z.shape[1], past_k.shape[2]
-            mask = None if T == 1 else causal_mask(T, P + T, Z.device)
-            return self.attention1.attend(Z, k, v, mask)
+            output, cache["k"], cache["v"] = causal_self_attention(self.attention1, Z, past_k, past_v, offset,
+                                                                   self.positions, self.window)
+            return output
 
         X = self.addnorm1.residual(X, self_attention, self.norm_first)
         if self.cross_attention:
@@ -150,15 +154,21 @@ class StackParts(NamedTuple):
     final_norm: nn.Module
 
 
+ADDED_POSITIONS = {"sinusoidal": PositionalEncoding, "learned": LearnedPositionalEncoding,
+                   "rotary": NoPositionalEncoding, "alibi": NoPositionalEncoding}  # rotary, ALiBi: inside attention
+
+
 def build_stack(block: type, vocab_size: int, num_hiddens: int, ffn_num_hiddens: int, num_heads: int,
                 num_blks: int, dropout: float, use_bias: bool, norm_first: bool, max_len: int,
-                learned_positions: bool, **block_kwargs) -> StackParts:
-    """What the encoder, the decoder and the language models share: token embeddings, positions,
-    ``num_blks`` blocks (``blks.block0``, ... as d2l names them; ``block_kwargs`` go to each block)
-    and, for pre-norm, the final layer norm (``nn.Identity`` for post-norm)."""
+                position_scheme: str, **block_kwargs) -> StackParts:
+    """What the encoder, the decoder and the language models share: token embeddings, positions
+    (``position_scheme``, one of ``ADDED_POSITIONS``' keys), ``num_blks`` blocks (``blks.block0``, ...
+    as d2l names them; ``block_kwargs`` go to each block) and, for pre-norm, the final layer norm
+    (``nn.Identity`` for post-norm)."""
+    if position_scheme not in ADDED_POSITIONS:
+        raise ValueError(f"positions must be one of {tuple(ADDED_POSITIONS)}, got {position_scheme!r}")
     embedding = nn.Embedding(vocab_size, num_hiddens)
-    positions = LearnedPositionalEncoding if learned_positions else PositionalEncoding
-    pos_encoding = positions(num_hiddens, dropout, max_len)
+    pos_encoding = ADDED_POSITIONS[position_scheme](num_hiddens, dropout, max_len)
     blks = nn.Sequential()
     for i in range(num_blks):
         blks.add_module(f"block{i}", block(num_hiddens, ffn_num_hiddens, num_heads, dropout, use_bias,
@@ -189,7 +199,7 @@ class TransformerEncoder(Encoder):
         self.num_hiddens = num_hiddens
         self.embedding, self.pos_encoding, self.blks, self.final_norm = build_stack(
             TransformerEncoderBlock, vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks, dropout, use_bias,
-            norm_first, max_len, learned_positions, activation=activation)
+            norm_first, max_len, "learned" if learned_positions else "sinusoidal", activation=activation)
 
     @property
     def attention_weights(self):
@@ -229,7 +239,7 @@ class TransformerDecoder(Decoder):
         self.num_heads, self.num_hiddens = num_heads, num_hiddens
         self.embedding, self.pos_encoding, self.blks, self.final_norm = build_stack(
             TransformerDecoderBlock, vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks, dropout, use_bias,
-            norm_first, max_len, learned_positions)
+            norm_first, max_len, "learned" if learned_positions else "sinusoidal")
         self.dense = nn.Linear(num_hiddens, vocab_size)
         if tie_embeddings:
             self.dense.weight = self.embedding.weight  # one matrix for reading and writing tokens

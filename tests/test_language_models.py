@@ -94,14 +94,14 @@ def test_cached_step_by_step_logits_equal_full_recomputation(length, chunk):
     model = small_lm()
     X = torch.randint(30, (3, length), generator=torch.Generator().manual_seed(length))
     with torch.no_grad():
-        full, (k_full, v_full) = model(X)
+        full, (k_full, v_full, length_full) = model(X)
         cache, pieces = None, []
         for i in range(0, length, chunk):  # feed `chunk` tokens after the i cached ones
             logits, cache = model(X[:, i:i + chunk], cache)
             pieces.append(logits)
     torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=0, atol=1e-12)
     torch.testing.assert_close(cache[0], k_full, rtol=0, atol=1e-12)
-    assert cache[0].shape == (2, 3, 4, length, 4)
+    assert cache[0].shape == (2, 3, 4, length, 4) and cache.length == length_full == length
 
 
 def test_forward_bad_inputs_raise_value_errors():
@@ -259,7 +259,7 @@ def test_kv_cache_bytes_formula_and_errors():
     assert kv_cache_bytes(2, 4, 10, 8) == 2 * 2 * 4 * 10 * 8 * 4
     assert kv_cache_bytes(48, 25, 1024, 64, batch=3, dtype=torch.float16) == 2 * 48 * 25 * 1024 * 64 * 3 * 2
     model = small_lm(dtype=torch.float32)
-    _, (k, v) = model(torch.zeros(2, 10, dtype=torch.long))
+    _, (k, v, _) = model(torch.zeros(2, 10, dtype=torch.long))
     assert k.numel() * k.element_size() + v.numel() * v.element_size() == kv_cache_bytes(2, 4, 10, 4, batch=2)
     with pytest.raises(ValueError, match="length"):
         kv_cache_bytes(2, 4, -1, 8)
