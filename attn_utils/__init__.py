@@ -28,8 +28,8 @@ chapter                                  modules                                
                                          ``running_text``, ``ngram``,
                                          ``data.moby_dick``
 11b Making attention fast                ``online_softmax``, ``fast_attention``       ``exercises.ch11_fast``
-11c Positions and heads in today's       ``rotary``, ``alibi``,
-    models (in preparation)              ``causal_attention``,
+11c Positions and heads in today's       ``rotary``, ``alibi``,                       ``exercises.ch11_modern``
+    models                               ``causal_attention``,
                                          ``masking.sliding_window_mask``
 11d Induction heads                      ``induction``                                ``exercises.ch11_induction``
 shared: device and seed                  ``device``
@@ -219,5 +219,12 @@ from .measure import loglog_slope as loglog_slope
 from .measure import saved_tensor_bytes as saved_tensor_bytes
 from .online_softmax import merge_attention_blocks as merge_attention_blocks
 from .online_softmax import online_softmax as online_softmax
+
+# isort: split
+# Chapter 11c: positions and heads in today's models
+from .alibi import alibi_bias as alibi_bias
+from .alibi import alibi_slopes as alibi_slopes
+from .masking import sliding_window_mask as sliding_window_mask
+from .rotary import apply_rotary as apply_rotary
 
 __version__ = "0.1.0"

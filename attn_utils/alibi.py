@@ -42,5 +42,5 @@ def alibi_bias(num_heads: int, num_queries: int, num_keys: int, device=None) -> 
         raise ValueError(f"num_queries must be at most num_keys (the queries are the last positions), got "
                          f"{num_queries} > {num_keys}")
     queries = torch.arange(num_keys - num_queries, num_keys, device=device)
-    distance = (queries[:, None] - torch.arange(num_keys, device=device)[None, :]).float()  # (queries, keys)
-    return -alibi_slopes(num_heads).to(device)[:, None, None] * distance
+    offset = (torch.arange(num_keys, device=device)[None, :] - queries[:, None]).float()  # (queries, keys): j - i
+    return alibi_slopes(num_heads).to(device)[:, None, None] * offset  # -slope * (i - j), with +0.0 on the diagonal

@@ -1,0 +1,123 @@
+"""Decoding with shared key/value heads and with a sliding window, against the context length.
+
+Four decoders of the same shape and weights where they share them (``CausalLanguageModel``, rotary
+positions): 8 key/value heads (multi-head attention, the reference), 2 (grouped-query), 1
+(multi-query), and 8 with a sliding window of 256 positions and its rolling cache. For each context
+length n each gets a cache of n positions (of the window's last 256 for the windowed one) and
+decodes 16 tokens after it, one at a time; the runs are interleaved and the median of ``--repeats``
+is kept. Printed per length: milliseconds per token, each as a ratio to the reference's time in the
+same repeat set, and the cache's size (measured from its tensors, checked against ``kv_cache_bytes``).
+Then one forward pass over n tokens (reading a prompt) with and without the window: the window is a
+mask, so it saves nothing there.
+
+    python benchmarks/bench_modern_attention.py [--device cpu|cuda] [--contexts 256 1024 ...]
+        [--out benchmarks/results/modern_attention_cpu.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from attn_utils import CausalLanguageModel, environment, get_device, interleaved_medians, kv_cache_bytes  # noqa: E402
+
+STEPS = 16
+
+
+def decoders(vocab: int, hiddens: int, heads: int, blocks: int, window: int, device) -> dict:
+    built = {}
+    for name, options in [("8 kv heads (MHA)", dict(num_kv_heads=heads)), ("2 kv heads (GQA)", dict(num_kv_heads=2)),
+                          ("1 kv head (MQA)", dict(num_kv_heads=1)), (f"window {window}", dict(window=window))]:
+        torch.manual_seed(0)
+        built[name] = CausalLanguageModel(vocab, hiddens, 4 * hiddens, heads, blocks, positions="rotary",
+                                          **options).to(device).eval()
+    return built
+
+
+def filled_cache(model, n: int, device):
+    """A cache of n random positions (the last `window` of them for a windowed model), as after n tokens."""
+    empty = model.empty_cache(1)
+    kept = n if model.window is None else min(n, model.window)
+    shape = (*empty.keys.shape[:3], kept, empty.keys.shape[-1])  # (blocks, 1, kv heads, kept, head size)
+    return empty._replace(keys=torch.randn(shape, device=device), values=torch.randn(shape, device=device), length=n)
+
+
+@torch.no_grad()
+def decode(model, cache):
+    token = torch.zeros(1, 1, dtype=torch.long, device=cache.keys.device)
+    for _ in range(STEPS):
+        logits, cache = model(token, cache)
+        token = logits[:, -1:].argmax(-1)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--contexts", type=int, nargs="+", default=[256, 1024, 4096, 8192])
+    parser.add_argument("--prefill", type=int, nargs="+", default=[512, 1024, 2048])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--vocab", type=int, default=1808)
+    parser.add_argument("--hiddens", type=int, default=256)
+    parser.add_argument("--heads", type=int, default=8)
+    parser.add_argument("--blocks", type=int, default=4)
+    parser.add_argument("--window", type=int, default=256)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device) if args.device else get_device()
+    models = decoders(args.vocab, args.hiddens, args.heads, args.blocks, args.window, device)
+    names = list(models)
+    head_dim = args.hiddens // args.heads
+    print(f"decoding {STEPS} tokens after a cache of n positions; {args.blocks} blocks, width {args.hiddens}, "
+          f"{args.heads} query heads; {environment(device)}")
+    print(f"{'n':>6} " + " ".join(f"{name + ' ms/token (ratio)':>30}" for name in names))
+    decoding = []
+    for n in args.contexts:
+        caches = {name: filled_cache(model, n, device) for name, model in models.items()}
+        for name, cache in caches.items():
+            measured = cache.keys.nbytes + cache.values.nbytes
+            expected = kv_cache_bytes(args.blocks, models[name].num_kv_heads, cache.keys.shape[3], head_dim)
+            if measured != expected:
+                raise RuntimeError(f"{name}: the cache holds {measured} bytes, the formula says {expected}")
+        times = interleaved_medians([lambda name=name: decode(models[name], caches[name]) for name in names], device,
+                                    repeats=args.repeats, warmup=1)
+        row = {"n": n}
+        for name, seconds in zip(names, times):
+            row[name] = {"ms_per_token": 1e3 * seconds / STEPS, "ratio_to_mha": seconds / times[0],
+                         "cache_mib": (caches[name].keys.nbytes + caches[name].values.nbytes) / 2**20}
+        decoding.append(row)
+        print(f"{n:>6} " + " ".join(f"{row[name]['ms_per_token']:>20.2f} ({row[name]['ratio_to_mha']:.2f})"
+                                    for name in names))
+    print(f"\none forward pass over n tokens (a prompt), ms: {names[0]} against {names[-1]}")
+    prefill = []
+    full, windowed = models[names[0]], models[names[-1]]
+    windowed.load_state_dict(full.state_dict())
+    for n in args.prefill:
+        prompt = torch.randint(args.vocab, (1, n), device=device)
+        with torch.no_grad():
+            t_full, t_window = interleaved_medians([lambda: full(prompt), lambda: windowed(prompt)], device,
+                                                   repeats=args.repeats, warmup=1)
+        prefill.append({"n": n, "full_ms": 1e3 * t_full, "window_ms": 1e3 * t_window, "ratio": t_window / t_full})
+        print(f"{n:>6} full {1e3 * t_full:9.1f}   window {1e3 * t_window:9.1f}   ratio {t_window / t_full:.2f}")
+    if args.out:
+        record = {"benchmark": "modern_attention", **environment(device), "steps": STEPS,
+                  "config": {k: getattr(args, k) for k in ("vocab", "hiddens", "heads", "blocks", "window", "repeats")},
+                  "decoding": decoding, "prefill": prefill,
+                  "command": "python benchmarks/bench_modern_attention.py " + " ".join(sys.argv[1:])}
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        print(f"written to {out}")
+
+
+if __name__ == "__main__":
+    main()
