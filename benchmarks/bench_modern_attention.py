@@ -88,8 +88,8 @@ def main():
             expected = kv_cache_bytes(args.blocks, models[name].num_kv_heads, cache.keys.shape[3], head_dim)
             if measured != expected:
                 raise RuntimeError(f"{name}: the cache holds {measured} bytes, the formula says {expected}")
-        times = interleaved_medians([lambda name=name: decode(models[name], caches[name]) for name in names], device,
-                                    repeats=args.repeats, warmup=1)
+        runs = [lambda name=name, caches=caches: decode(models[name], caches[name]) for name in names]
+        times = interleaved_medians(runs, device, repeats=args.repeats, warmup=1)
         row = {"n": n}
         for name, seconds in zip(names, times):
             row[name] = {"ms_per_token": 1e3 * seconds / STEPS, "ratio_to_mha": seconds / times[0],
@@ -104,7 +104,7 @@ def main():
     for n in args.prefill:
         prompt = torch.randint(args.vocab, (1, n), device=device)
         with torch.no_grad():
-            t_full, t_window = interleaved_medians([lambda: full(prompt), lambda: windowed(prompt)], device,
+            t_full, t_window = interleaved_medians([lambda p=prompt: full(p), lambda p=prompt: windowed(p)], device,
                                                    repeats=args.repeats, warmup=1)
         prefill.append({"n": n, "full_ms": 1e3 * t_full, "window_ms": 1e3 * t_window, "ratio": t_window / t_full})
         print(f"{n:>6} full {1e3 * t_full:9.1f}   window {1e3 * t_window:9.1f}   ratio {t_window / t_full:.2f}")
