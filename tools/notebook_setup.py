@@ -1,7 +1,10 @@
 """Keep every chapter's first code cell identical: the setup cell.
 
-The setup cell installs ``attn_utils`` from the repository when it cannot be imported (Colab),
-then seeds and picks the device. The repository URL lives in one place, ``_config.yml``
+The setup cell installs ``attn_utils`` from the repository when it is missing or is another version
+than the one the book was built with (Colab, or an old copy): the tag ``v<version>`` of the version in
+``pyproject.toml``, so that a reader runs the code the page shows (publishing the book therefore means
+tagging the commit it was built from, ``git tag v0.1.0 && git push --tags``); it says what it
+installed. Then it seeds and picks the device. The repository URL lives in one place, ``_config.yml``
 (``repository.url``); this script writes the cell into every notebook from that.
 
     python -m tools.notebook_setup --check   # exit 1 and list notebooks whose cell differs
@@ -20,22 +23,43 @@ ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = ROOT / "chapters"
 MARKER = "# Setup (the same in every chapter)"
 
-TEMPLATE = '''{marker}: install attn_utils where it is missing (e.g.
-# on Colab), then fix the random seeds and pick the device (CUDA, then Apple MPS, then CPU;
-# set the environment variable ATTN_UTILS_DEVICE to choose one yourself).
-import importlib.util
+TEMPLATE = '''{marker}: install attn_utils where it is missing or is another
+# version than the one this book was built with (e.g. on Colab), then fix the random seeds and pick the
+# device (CUDA, then Apple MPS, then CPU; set the environment variable ATTN_UTILS_DEVICE to choose one).
+import importlib.metadata
 import subprocess
 import sys
 
 REPOSITORY = "{url}"
-if importlib.util.find_spec("attn_utils") is None:
-    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", f"git+{{REPOSITORY}}"])
+BOOK_VERSION = "{version}"  # the book's pages were built with this attn_utils: the repository's tag v{version}
+try:
+    installed = importlib.metadata.version("attn_utils")
+except importlib.metadata.PackageNotFoundError:
+    installed = None
+if installed != BOOK_VERSION:
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--upgrade"]
+    try:
+        subprocess.check_call(pip + [f"attn_utils @ git+{{REPOSITORY}}@v{{BOOK_VERSION}}"])
+        print(f"installed attn_utils {{BOOK_VERSION}} (tag v{{BOOK_VERSION}} of {{REPOSITORY}})"
+              + ("" if installed is None else f" in place of version {{installed}}"))
+    except subprocess.CalledProcessError:
+        subprocess.check_call(pip + [f"attn_utils @ git+{{REPOSITORY}}"])
+        print(f"WARNING: tag v{{BOOK_VERSION}} could not be installed; installed the newest attn_utils from "
+              f"{{REPOSITORY}} instead, which may differ from what this page shows")
 
 import attn_utils
 
 attn_utils.set_seed(0)
 device = attn_utils.get_device()
 print("attn_utils", attn_utils.__version__, "on", device)'''
+
+
+def package_version(pyproject: Path = ROOT / "pyproject.toml") -> str:
+    """The ``version`` of ``[project]`` in ``pyproject.toml``: what the setup cell pins."""
+    match = re.search(r'^version\s*=\s*"([^"]+)"', pyproject.read_text(encoding="utf-8"), re.MULTILINE)
+    if not match:
+        raise ValueError(f"{pyproject.name} has no 'version = \"...\"' entry")
+    return match.group(1)
 
 
 def repository_url(config: Path = ROOT / "_config.yml") -> str:
@@ -48,7 +72,7 @@ def repository_url(config: Path = ROOT / "_config.yml") -> str:
 
 
 def setup_cell_source() -> str:
-    return TEMPLATE.format(marker=MARKER, url=repository_url())
+    return TEMPLATE.format(marker=MARKER, url=repository_url(), version=package_version())
 
 
 def notebooks() -> list[Path]:
