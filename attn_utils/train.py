@@ -17,7 +17,7 @@ from torch.nn import functional as F
 from .evaluate import evaluate_bleu
 from .masking import lengths_to_mask
 from .registry import build_model
-from .training_loop import History, fit
+from .training_loop import DIVERGENCE_FACTOR, History, fit
 
 
 def sequence_loss(logits: torch.Tensor, labels: torch.Tensor, valid_len: torch.Tensor | None = None,
@@ -51,17 +51,33 @@ def trim_batch(batch, pad: int):
     return src[:, :src_steps], dec_input[:, :tgt_steps], src_valid_len, label[:, :tgt_steps]
 
 
+def _check_training_set(data) -> None:
+    """``ValueError`` when ``data`` has no training pair (training would have nothing to learn from)."""
+    if len(data.pairs("train")) == 0:
+        raise ValueError(f"the training set is empty: {data.summary()}; load the data with num_train > 0 "
+                         "(or None for every pair left after the validation and test sets)")
+
+
 def _batches(data, batch_size: int, seed: int):
-    """Training batches forever, epoch after epoch (each epoch reshuffled)."""
+    """Training batches forever, epoch after epoch (each epoch reshuffled).
+
+    An epoch that yields no batch raises ``ValueError`` instead of looping forever.
+    """
+    _check_training_set(data)
     loader = data.dataloader("train", batch_size=batch_size, seed=seed)
     while True:
-        yield from loader
+        count = 0
+        for batch in loader:
+            count += 1
+            yield batch
+        if count == 0:
+            raise ValueError(f"the training set is empty: its loader gave no batch ({data.summary()})")
 
 
 def train_seq2seq(model, data, *, lr: float = 5e-3, max_steps: int | None = None, time_budget: float | None = None,
                   batch_size: int = 128, warmup: int = 100, label_smoothing: float = 0.1, clip: float = 1.0,
                   betas=(0.9, 0.98), eval_points: int = 4, eval_split: str = "val", device=None, seed: int = 0,
-                  progress: bool = True) -> History:
+                  progress: bool = True, divergence_factor: float | None = DIVERGENCE_FACTOR) -> History:
     """Train ``model`` on ``data``'s training pairs with ``fit``; return the ``History``.
 
     The budget is ``max_steps`` and/or ``time_budget`` (seconds of training, not counting the
@@ -69,11 +85,15 @@ def train_seq2seq(model, data, *, lr: float = 5e-3, max_steps: int | None = None
     (greedy decoding of ``eval_split``, ``history.evals["val_bleu"]``) is measured ``eval_points``
     times, evenly over the budget (the last at the end); ``eval_points=0`` skips it. Each step
     records its number of target tokens (``history.metrics["tokens"]``).
+
+    An empty training set is a ``ValueError``. A loss that rises ``divergence_factor`` times above
+    its start stops training with ``RuntimeError`` (``fit`` says how; ``None`` turns the check off).
     """
     device = next(model.parameters()).device if device is None else torch.device(device)
     model.to(device)
     torch.manual_seed(seed)
     pad = data.tgt_vocab.pad
+    _check_training_set(data)  # before the budget line and the progress bar
     batches = _batches(data, batch_size, seed)
 
     def step_loss(model, step):
@@ -84,7 +104,7 @@ def train_seq2seq(model, data, *, lr: float = 5e-3, max_steps: int | None = None
 
     return fit(model, step_loss, max_steps=max_steps, time_budget=time_budget, lr=lr, warmup=warmup, clip=clip,
                betas=betas, evaluate=lambda m: {"val_bleu": evaluate_bleu(m, data, eval_split)},
-               eval_points=eval_points, progress=progress)
+               eval_points=eval_points, progress=progress, divergence_factor=divergence_factor)
 
 
 def plot_history(history: History, figsize=(9, 3)):

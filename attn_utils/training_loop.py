@@ -153,11 +153,42 @@ def _split(result) -> tuple[torch.Tensor, dict]:
                      f"got {type(result).__name__}")
 
 
+DIVERGENCE_FACTOR = 10.0
+
+
+class DivergenceMonitor:
+    """Raises ``RuntimeError`` when a smoothed loss rises ``factor`` times above its starting level.
+
+    The start is the first step's loss: the untrained model's, before any update (a mean over the
+    first steps would already include the climb when the learning rate is far too large). The
+    smoothed loss is an exponential mean (weight ``1 - decay`` on the newest), compared from step
+    ``after`` on, so a spike of a step or two is not divergence. A start <= 0 (an objective that is
+    not a positive loss) disables the check.
+    """
+
+    def __init__(self, factor: float = DIVERGENCE_FACTOR, lr: float | None = None, after: int = 20,
+                 decay: float = 0.9):
+        self.factor, self.lr, self.after, self.decay = factor, lr, after, decay
+        self.start: float | None = None
+        self.smoothed: float | None = None
+
+    def check(self, loss: float, step: int) -> None:
+        if self.start is None:
+            self.start = self.smoothed = loss
+        self.smoothed = self.decay * self.smoothed + (1 - self.decay) * loss
+        start = self.start
+        if step >= self.after and start > 0 and self.smoothed > self.factor * start:
+            lr = f" (got lr={self.lr:g})" if self.lr is not None else ""
+            raise RuntimeError(f"training diverged: the loss rose from {start:.3g} at the start to {loss:.3g} at step "
+                               f"{step} (smoothed {self.smoothed:.3g}, over {self.factor:g} times the start); lower "
+                               f"the learning rate{lr}, or pass divergence_factor=None to train on regardless")
+
+
 def fit(model: nn.Module, step_loss: Callable[[nn.Module, int], object], *, max_steps: int | None = None,
         time_budget: float | None = None, lr: float = 1e-3, warmup: int = 0, schedule: str = "linear",
         clip: float | None = 1.0, optimizer: str = "adam", betas=(0.9, 0.999), weight_decay: float = 0.0,
         evaluate: Callable[[nn.Module], dict] | None = None, eval_points: int = 0, eval_every: int | None = None,
-        progress: bool = True, desc: str = "training") -> History:
+        progress: bool = True, desc: str = "training", divergence_factor: float | None = DIVERGENCE_FACTOR) -> History:
     """Train ``model`` by minimising ``step_loss(model, step)`` (step = 0, 1, ...); return the ``History``.
 
     ``step_loss`` returns the batch's loss, or ``(objective, values)``: the objective is minimised
@@ -166,8 +197,18 @@ def fit(model: nn.Module, step_loss: Callable[[nn.Module, int], object], *, max_
     runs ``eval_points`` times evenly over the budget, or every ``eval_every`` steps, and always
     at the end when either is set; the model is back in training mode after it and in evaluation
     mode when ``fit`` returns. With ``progress``, prints the budget and shows a progress bar.
+
+    Divergence stops training: a non-finite objective at once (``FloatingPointError``), and, unless
+    ``divergence_factor`` is ``None``, a smoothed objective (exponential mean over about 10 steps)
+    above ``divergence_factor`` times the first step's objective (``RuntimeError``), checked from
+    step 20 on and only when that start is positive (``DivergenceMonitor``). A normal run's loss
+    falls below its start; 10 times the start is far beyond any noise.
+    ``step_loss`` raising ``StopIteration`` (its batches ran out) is a ``ValueError``, not a hang.
     """
     _check_budget(max_steps, time_budget)
+    if divergence_factor is not None and not (isinstance(divergence_factor, (int, float)) and divergence_factor > 1):
+        raise ValueError(f"divergence_factor must be a number > 1 or None (no check), got {divergence_factor!r}")
+    monitor = DivergenceMonitor(divergence_factor, lr) if divergence_factor is not None else None
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
     if eval_every is not None:
@@ -193,10 +234,17 @@ def fit(model: nn.Module, step_loss: Callable[[nn.Module, int], object], *, max_
         factor = learning_rate_factor(step, warmup, used(), schedule)
         for group in opt.param_groups:
             group["lr"] = lr * factor
-        objective, values = _split(step_loss(model, step))
+        try:
+            result = step_loss(model, step)
+        except StopIteration as err:  # e.g. next() on an exhausted (or empty) iterator of batches
+            raise ValueError(f"step_loss ran out of batches at step {step} (StopIteration): its batch source is "
+                             "empty or exhausted; give it data that repeats, epoch after epoch") from err
+        objective, values = _split(result)
         objective_value = objective.item()  # waits for the device, so the timing is real
         if not math.isfinite(objective_value):  # stop before a non-finite gradient reaches the weights
             raise FloatingPointError(f"the loss became {objective_value} at step {step}; try a smaller lr (got {lr})")
+        if monitor is not None:
+            monitor.check(objective_value, step + 1)  # counted as in history.steps
         opt.zero_grad(set_to_none=True)
         objective.backward()
         if clip:

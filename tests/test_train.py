@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -125,3 +126,20 @@ def test_checkpoint_round_trip(tmp_path, grammar):
     with pytest.raises(ValueError, match="JSON"):
         save_checkpoint(tmp_path / "bad.pt", model, extra={"x": object()})
     assert math.isfinite(record["history"].tokens_per_second)
+
+
+def test_an_empty_training_set_is_refused_not_a_hang(grammar):
+    with pytest.raises(ValueError, match=r"the training set is empty: num_train=0 of the [\d,]+ pairs of 'grammar'"):
+        load_translation_data("grammar", num_train=0, verbose=False)
+    empty = replace(grammar, split=replace(grammar.split, train=[]), _cache={})
+    model = make_seq2seq(len(grammar.src_vocab), len(grammar.tgt_vocab), 8, 16, 1)
+    with pytest.raises(ValueError, match="the training set is empty: grammar: train 0"):
+        train_seq2seq(model, empty, max_steps=3, eval_points=0, progress=False)
+
+
+def test_a_huge_learning_rate_stops_with_a_clear_error(grammar):
+    torch.manual_seed(0)
+    model = make_seq2seq(len(grammar.src_vocab), len(grammar.tgt_vocab), 8, 16, 1)
+    with pytest.raises(RuntimeError, match=r"training diverged: the loss rose from .* lower the learning rate "
+                                           r"\(got lr=1000\)"):
+        train_seq2seq(model, grammar, lr=1e3, max_steps=60, batch_size=32, eval_points=0, progress=False)

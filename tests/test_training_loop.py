@@ -199,3 +199,46 @@ def test_summary_names_the_evaluations():
     history.evals = {"val_accuracy": [0.98765]}
     assert history.summary().endswith("; validation accuracy 0.988")
     assert History().summary() == "no steps"
+
+
+# --- divergence and running out of batches -------------------------------------------------------
+
+
+def _growing(lr: float = 2.0, max_steps: int = 30, **kwargs):
+    """SGD on w^2 with lr 2: w -> -3w each step, so the loss grows 9-fold a step (finite for 30 steps)."""
+    return fit(_Scalar(1.0), lambda m, s: m.w ** 2, max_steps=max_steps, lr=lr, optimizer="sgd", schedule="constant",
+               clip=None, progress=False, **kwargs)
+
+
+def test_a_loss_far_above_its_start_stops_training():
+    with pytest.raises(RuntimeError, match=r"training diverged: the loss rose from 1 at the start to .* at step 20 "
+                                           r".*lower the learning rate \(got lr=2\)"):
+        _growing()
+    history = _growing(divergence_factor=None)  # switched off: the old behaviour, a finite but absurd loss
+    assert len(history.steps) == 30 and history.loss[-1] > 1e25
+
+
+def test_the_divergence_check_ignores_a_spike_and_non_positive_objectives():
+    def spiky(m, step):  # a falling loss with one step 50 times its start
+        return (m.w ** 2) * (50.0 if step == 25 else 1.0)
+
+    history = fit(_Scalar(1.0), spiky, max_steps=40, lr=0.01, optimizer="sgd", clip=None, progress=False)
+    assert len(history.steps) == 40
+    # an objective that is not a positive loss (here negative and growing in size) is left alone
+    history = fit(_Scalar(1.0), lambda m, s: -(m.w ** 2), max_steps=30, lr=0.5, optimizer="sgd",
+                  schedule="constant", clip=None, progress=False)
+    assert len(history.steps) == 30
+    with pytest.raises(ValueError, match="divergence_factor must be a number > 1 or None"):
+        _growing(divergence_factor=0.5)
+
+
+def test_an_exhausted_batch_source_is_an_error_not_a_hang():
+    batches = iter([1.0, 2.0])
+
+    def step_loss(m, step):
+        return m.w ** 2 * next(batches)
+
+    with pytest.raises(ValueError, match="ran out of batches at step 2 .*empty or exhausted"):
+        fit(_Scalar(1.0), step_loss, max_steps=5, lr=0.01, progress=False)
+    with pytest.raises(ValueError, match="ran out of batches at step 0"):
+        fit(_Scalar(1.0), lambda m, s: next(iter([])), max_steps=5, lr=0.01, progress=False)

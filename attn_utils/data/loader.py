@@ -182,6 +182,10 @@ def load_translation_data(source: str = "auto", *, data_path: str | os.PathLike 
     if max_eval_len == "auto":
         max_eval_len = TATOEBA_MAX_EVAL_LEN if tatoeba else None
     split = split_by_source(corpus, num_val, num_test, num_train, max_eval_len, seed)
+    if not split.train:  # vocabularies of the 4 reserved tokens, and a trainer with nothing to learn from
+        raise ValueError(f"the training set is empty: num_train={num_train!r} of the {len(corpus):,} pairs of "
+                         f"{source!r} ({num_val:,} for validation, {num_test:,} for test); ask for num_train > 0, "
+                         "or leave it None to train on every pair left")
     train_src = [corpus.src[i] for i in split.train]
     train_tgt = [corpus.tgt[i] for i in split.train]
     src_vocab = Vocab(train_src, min_freq=min_freq, reserved_tokens=RESERVED_TOKENS)
