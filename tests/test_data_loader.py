@@ -154,7 +154,8 @@ def test_local_copy_through_argument_and_environment(tmp_path, monkeypatch, caps
     shortest, longest = min(len(s) for s in corpus.src), max(len(s) for s in corpus.src)
     assert capsys.readouterr().out == (
         f"Tatoeba English-French: fra.txt from data_path, 379 pairs (d2l's full file holds about 167,000), "
-        f"English sentences of {shortest} to {longest} tokens, 4 malformed line(s) skipped\n")
+        f"English sentences of {shortest} to {longest} tokens, 4 malformed line(s) skipped, the first at line 51: "
+        "'no tab on this line' (1 tab-separated field(s), expected 2 or 3)\n")
     monkeypatch.setenv(DATA_ENV_VAR, str(tmp_path / "env"))
     assert len(load_tatoeba(verbose=False)) == 200 + 50 + 4
     assert len(load_tatoeba(tmp_path / "arg", verbose=False)) == 379  # the argument wins

@@ -8,16 +8,22 @@ Where the text comes from, first found wins:
 3. the download cache (``paths.default_cache_dir``), downloading the zip there first if needed.
 
 The pairs are CC BY 2.0 (France), from the Tatoeba Project (https://tatoeba.org).
+
+What is read is checked, so that a wrong file fails with its name and what to do rather than
+later and misleadingly: a local ``fra-eng.zip`` must be a zip with d2l's SHA-1 (as a download
+must); the text must be UTF-8 (a byte-order mark is dropped; the first undecodable line is named);
+a file in which most lines are malformed, or whose first column looks French
+(``check_column_order``), is refused.
 """
 
 from __future__ import annotations
 
-import io
 import os
 import zipfile
 from pathlib import Path
 
 from . import cache
+from .cache import sha1_of
 from .text import ParallelCorpus, parse_pairs
 
 DATA_ENV_VAR = "ATTN_UTILS_DATA"
@@ -56,7 +62,11 @@ def find_local_copy(path: str | os.PathLike, origin: str = "data_path") -> Path:
 
 
 def read_pairs_text(path: str | os.PathLike) -> str:
-    """The text of ``fra.txt``, or of the ``fra.txt`` inside a zip such as ``fra-eng.zip``."""
+    """The text of ``fra.txt``, or of the ``fra.txt`` inside a zip such as ``fra-eng.zip``.
+
+    The bytes must be UTF-8 (``ValueError`` naming the file and the first line that is not); a
+    leading byte-order mark is dropped. A ``.zip`` that is not a zip archive is a ``ValueError``.
+    """
     path = Path(path)
     if zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as archive:
@@ -65,8 +75,80 @@ def read_pairs_text(path: str | os.PathLike) -> str:
                 raise ValueError(f"{path.name} holds no fra.txt (expected fra-eng/fra.txt), "
                                  f"got {archive.namelist()[:5]}")
             with archive.open(members[0]) as f:
-                return io.TextIOWrapper(f, encoding="utf-8").read()
-    return path.read_text(encoding="utf-8")
+                return decode_pairs(f.read(), f"{path.name}/{members[0]}")
+    if path.suffix.lower() == ".zip":
+        raise ValueError(not_a_zip(path))
+    return decode_pairs(path.read_bytes(), path.name)
+
+
+def not_a_zip(path: Path) -> str:
+    with open(path, "rb") as f:
+        head = f.read(40)
+    html = b"<html" in head.lower() or b"<!doctype" in head.lower()
+    return (f"{path.name} is not a zip archive (it begins {head!r}{', an HTML page' if html else ''}): a failed or "
+            f"interrupted download saved under that name? Download it again from {FRA_ENG_URL}, or point "
+            f"data_path/{DATA_ENV_VAR} at the unzipped fra.txt")
+
+
+def decode_pairs(data: bytes, filename: str) -> str:
+    """``data`` as UTF-8 text without a leading byte-order mark; ``ValueError`` naming the first bad line."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        if data[:2] in (b"\xff\xfe", b"\xfe\xff") or data[:200].count(b"\x00") > 20:
+            advice = "the file looks UTF-16: save it as UTF-8 (e.g. iconv -f UTF-16 -t UTF-8)"
+        elif err.end >= len(data) and err.reason == "unexpected end of data":
+            advice = "the file ends in the middle of a character, so it was cut short: copy or download it again"
+        else:
+            advice = "Latin-1 or Windows-1252? Save it as UTF-8 (e.g. iconv -f LATIN1 -t UTF-8)"
+        raise ValueError(f"{filename}: line {line} is not UTF-8 (byte {data[err.start:err.start + 1]!r} at "
+                         f"offset {err.start}: {err.reason}); {advice}") from None
+
+
+def check_local_zip(path: Path, sha1: str = FRA_ENG_SHA1) -> None:
+    """A local ``fra-eng.zip`` must be d2l's (the download's SHA-1); any other name is not checked.
+
+    A copy of one's own (a subset, say) can be used unzipped: a local ``fra.txt`` is not checked.
+    """
+    if path.name != "fra-eng.zip":
+        return
+    if not zipfile.is_zipfile(path):
+        raise ValueError(not_a_zip(path))
+    got = sha1_of(path)
+    if got != sha1:
+        raise ValueError(f"{path.name}: checksum mismatch, SHA-1 {got} instead of d2l's {sha1} (an incomplete "
+                         f"or altered copy?). Download it again from {FRA_ENG_URL}, or, for a file of your own, "
+                         f"unzip it and point data_path/{DATA_ENV_VAR} at fra.txt (which is not checked)")
+
+
+#: markers of French in the first column: accented letters and frequent French words (none English)
+_FRENCH_LETTERS = frozenset("éèêëàâçîïôûùœ")
+_FRENCH_WORDS = frozenset(["je", "j'ai", "tu", "il", "elle", "nous", "vous", "ils", "elles", "est", "c'est", "suis",
+                           "sont", "le", "la", "les", "un", "une", "des", "du", "de", "ne", "pas", "et", "qui", "que",
+                           "ce", "mon", "ma", "mes"])
+
+
+def french_share(sentences) -> float:
+    """The share of tokenised sentences that hold an accented letter or a frequent French word."""
+    sentences = list(sentences)
+    hits = sum(any(t in _FRENCH_WORDS or not _FRENCH_LETTERS.isdisjoint(t) for t in s) for s in sentences)
+    return hits / max(1, len(sentences))
+
+
+def check_column_order(corpus: ParallelCorpus, filename: str, sample: int = 500) -> None:
+    """``ValueError`` when the English column looks French: columns swapped (French<TAB>English).
+
+    Over the first ``sample`` pairs, the share of sentences with a French marker (``french_share``):
+    the columns are deemed swapped when over half the first column's have one and fewer than half
+    as many of the second column's. English sentences rarely have one (a name such as "Zoé").
+    """
+    first, second = french_share(corpus.src[:sample]), french_share(corpus.tgt[:sample])
+    if first > 0.5 and second < first / 2:
+        raise ValueError(f"{filename}: the columns look swapped: {first:.0%} of the first column's sentences look "
+                         f"French against {second:.0%} of the second's (first {sample} pairs). Each line must be "
+                         "English<TAB>French, as in d2l's fra.txt; swap the columns, e.g. "
+                         "awk -F'\\t' -v OFS='\\t' '{print $2, $1}' fra.txt, or pass check_columns=False")
 
 
 def locate(data_path: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None,
@@ -87,10 +169,24 @@ def locate(data_path: str | os.PathLike | None = None, cache_dir: str | os.PathL
 
 
 def load_tatoeba(data_path: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None,
-                 verbose: bool = True, url: str = FRA_ENG_URL, sha1: str = FRA_ENG_SHA1) -> ParallelCorpus:
-    """The preprocessed, tokenised pairs; malformed lines are counted in ``.malformed`` and reported."""
+                 verbose: bool = True, url: str = FRA_ENG_URL, sha1: str = FRA_ENG_SHA1,
+                 check_columns: bool = True) -> ParallelCorpus:
+    """The preprocessed, tokenised pairs; malformed lines are counted in ``.malformed`` and reported.
+
+    ``ValueError`` (naming the file) for a local ``fra-eng.zip`` that is not d2l's, text that is not
+    UTF-8, a file with no pair or with more malformed lines than pairs, and, with ``check_columns``,
+    French in the English column (see the module docstring).
+    """
     path, origin = locate(data_path, cache_dir, url, sha1)
+    if origin != "the download cache":  # the cache checks its copy itself
+        check_local_zip(path, sha1)
     corpus = parse_pairs(read_pairs_text(path), name="tatoeba")
+    if len(corpus) == 0 or corpus.malformed > len(corpus):
+        raise ValueError(f"{path.name}: {corpus.malformed:,} malformed line(s) against {len(corpus):,} pair(s), the "
+                         f"first at {corpus.first_malformed or '(none)'}; each line must be English<TAB>French, "
+                         "optionally <TAB> and an attribution, as in d2l's fra.txt")
+    if check_columns:
+        check_column_order(corpus, path.name)
     if verbose:
         print(describe(corpus, path.name, origin))
     return corpus
@@ -102,4 +198,5 @@ def describe(corpus: ParallelCorpus, filename: str, origin: str) -> str:
     lengths = [len(s) for s in corpus.src] or [0]
     return (f"Tatoeba English-French: {filename} from {origin}, {len(corpus):,} pairs (d2l's full file holds "
             f"about {FULL_FILE_PAIRS:,}), English sentences of {min(lengths)} to {max(lengths)} tokens, "
-            f"{corpus.malformed:,} malformed line(s) skipped")
+            f"{corpus.malformed:,} malformed line(s) skipped" + (f", the first at {corpus.first_malformed}"
+                                                                  if corpus.first_malformed else ""))

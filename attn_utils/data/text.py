@@ -3,7 +3,8 @@
 A line of a pair file is ``English<TAB>French``, optionally followed by a third column (the
 full Tatoeba export carries an attribution there), which is ignored. Lines that do not have
 two or three tab-separated fields, or whose English or French is empty, are malformed: they
-are skipped and counted, never silently dropped.
+are skipped and counted, never silently dropped, and the first of them is kept to be shown
+(``ParallelCorpus.first_malformed``). A byte-order mark at the start of the text is dropped.
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ class ParallelCorpus:
 
     ``alignments[k]`` is a list of ``(source_index, target_index)`` links between the tokens of
     ``src[k]`` and ``tgt[k]`` (no ``<eos>``/``<bos>``), or ``None`` where a corpus has none.
-    ``malformed`` counts the lines skipped when the corpus was read.
+    ``malformed`` counts the lines skipped when the corpus was read; ``first_malformed`` shows the
+    first of them (``"line 51: 'no tab on this line' (1 tab-separated field(s), expected 2 or 3)"``), or is
+    empty.
     """
 
     src: list[list[str]]
@@ -44,6 +47,7 @@ class ParallelCorpus:
     alignments: list[list[tuple[int, int]]] | None = None
     malformed: int = 0
     name: str = ""
+    first_malformed: str = ""
 
     def __post_init__(self):
         if len(self.src) != len(self.tgt):
@@ -94,24 +98,36 @@ def parse_pairs(text: str, name: str = "", with_alignments: bool = False) -> Par
     alignment (``"i-j ..."``) and is required; otherwise a third column (Tatoeba's attribution)
     is ignored. Malformed lines are skipped and counted in ``.malformed``.
     """
+    if text.startswith("\ufeff"):  # a byte-order mark (Windows editors write one): not part of the first word
+        text = text[1:]
     src, tgt, aligns = [], [], []
-    malformed = 0
+    malformed, first_malformed = 0, ""
     # One pass over the whole text is several times faster than one per field, and gives the same
     # tokens: a space it inserts after a tab or a line break is dropped by the tokenizer. Lines end
     # at "\n" only, as in d2l (a "\r" before it is whitespace to the tokenizer).
-    for line in preprocess(text).split("\n"):
+    for number, line in enumerate(preprocess(text).split("\n"), start=1):
         if not line.strip():
             continue
         fields = line.split("\t")
         if len(fields) not in (2, 3) or (with_alignments and len(fields) != 3):
             malformed += 1
+            first_malformed = first_malformed or _show_line(
+                text, number, f"{len(fields)} tab-separated field(s), expected {'3' if with_alignments else '2 or 3'}")
             continue
         english, french = tokenize(fields[0]), tokenize(fields[1])
         if not english or not french:
             malformed += 1
+            first_malformed = first_malformed or _show_line(text, number, "empty English or French")
             continue
         src.append(english)
         tgt.append(french)
         if with_alignments:
             aligns.append(parse_alignment(fields[2]))
-    return ParallelCorpus(src, tgt, aligns if with_alignments else None, malformed, name)
+    return ParallelCorpus(src, tgt, aligns if with_alignments else None, malformed, name, first_malformed)
+
+
+def _show_line(text: str, number: int, why: str, width: int = 60) -> str:
+    """``"line 51: 'no tab on this line' (why)"``: the line as written (not preprocessed), cut to ``width``."""
+    line = text.split("\n", number)[number - 1].rstrip("\r")
+    shown = line if len(line) <= width else line[:width] + "..."
+    return f"line {number}: {shown!r} ({why})"
