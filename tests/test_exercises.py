@@ -130,6 +130,91 @@ def test_bad_arguments_raise_value_errors():
         grade("ch01-write-hard-lookup", 3.0)
 
 
+def test_a_function_that_changes_its_input_fails_and_leaves_the_checker_intact():
+    from attn_utils import soft_lookup, transpose_qkv
+    from attn_utils.exercises import ch01
+
+    stations, walk = ch01.STATIONS.clone(), ch01.WALK.clone()
+
+    def right_answer_but_zeroes_keys(queries, keys, values, temperature):
+        out = soft_lookup(queries, keys, values, temperature=temperature)[0]
+        keys.zero_()  # the checker's STATIONS, before each case got a copy
+        queries.add_(1.0)
+        return out
+
+    result = grade("ch01-write-soft-lookup", right_answer_but_zeroes_keys)
+    assert not result.passed and result.cases_passed == 0
+    assert ("your function modified its input 'queries' (argument 1) in place; work on a copy (x.clone()) "
+            "or use out-of-place operations") in result.message
+    assert torch.equal(ch01.STATIONS, stations) and torch.equal(ch01.WALK, walk)
+    solution = _function(CODING["ch01-write-soft-lookup"][1]["solution"].source)
+    assert grade("ch01-write-soft-lookup", solution).passed  # the cases are as they were
+
+    def splits_then_zeroes(X, num_heads):  # the expected result is a view of X: once, this passed
+        out = transpose_qkv(X, num_heads)
+        X.zero_()
+        return out
+
+    message = grade("ch09-write-split-heads", splits_then_zeroes).message
+    assert "modified its input 'X' (argument 1) in place" in message
+    assert grade("ch09-write-split-heads", lambda X, num_heads: transpose_qkv(X, num_heads)).passed
+
+
+def test_a_changed_keyword_input_is_named(monkeypatch):
+    from attn_utils.exercises import core
+
+    data = torch.arange(4.0)
+    monkeypatch.setitem(core._REGISTRY, "test-kwargs", lambda device: [
+        core.Case("double", (data,), 2 * data, kwargs={"scale": torch.tensor(2.0)})])
+
+    def scales_in_place(x, scale):
+        scale.mul_(1.0)  # the same values: not a change
+        return x * scale
+
+    assert grade("test-kwargs", scales_in_place).passed
+
+    def changes_scale(x, scale):
+        return x * scale.fill_(3.0)
+
+    message = grade("test-kwargs", changes_scale).message
+    assert "modified its input 'scale' in place" in message and torch.equal(data, torch.arange(4.0))
+
+
+def test_a_slow_function_fails_on_time_without_waiting_for_it():
+    import time
+
+    def sleeps(queries, keys, values, temperature):
+        time.sleep(1.0)
+        return queries
+
+    start = time.perf_counter()
+    result = grade("ch01-write-soft-lookup", sleeps, timeout=0.2)
+    assert time.perf_counter() - start < 0.9  # gave up on the first case; did not run the others
+    assert not result.passed and result.cases_passed == 0
+    assert re.search(r"Case '(.+)' failed: case '\1' took more than 0.2 s: .*the 5 cases after it were not run",
+                     result.message), result.message
+    with pytest.raises(ExerciseFailed, match="took more than 0.2 s"):
+        check_exercise("ch01-write-soft-lookup", sleeps, timeout=0.2)
+    with pytest.raises(ValueError, match="timeout"):
+        grade("ch01-write-soft-lookup", sleeps, timeout=0)
+    solution = _function(CODING["ch01-write-soft-lookup"][1]["solution"].source)
+    assert grade("ch01-write-soft-lookup", solution, timeout=None).passed  # no limit: run in this thread
+    assert grade("ch01-write-soft-lookup", solution, timeout=5).passed
+
+
+def test_the_call_keeps_the_callers_grad_mode(monkeypatch):
+    """The call runs in a thread of its own, and grad mode is per thread: it gets the caller's."""
+    from attn_utils.exercises import core
+
+    seen = []
+    cases = [core.Case("any", (torch.ones(2),), torch.ones(2))]
+    monkeypatch.setitem(core._REGISTRY, "test-grad-mode", lambda device: cases)
+    with torch.no_grad():
+        assert grade("test-grad-mode", lambda x: seen.append(torch.is_grad_enabled()) or x.clone()).passed
+    assert grade("test-grad-mode", lambda x: seen.append(torch.is_grad_enabled()) or x.clone()).passed
+    assert seen == [False, True]
+
+
 @pytest.mark.parametrize("label", LABELS)
 def test_solution_code_is_shown_in_the_solution_block(label):
     path, cells = CODING[label]

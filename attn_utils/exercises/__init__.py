@@ -13,7 +13,7 @@ import importlib
 import pkgutil
 import re
 
-from .core import Case, CheckResult, ExerciseFailed, labels, run_cases
+from .core import DEFAULT_TIMEOUT, Case, CheckResult, ExerciseFailed, labels, run_cases
 
 # Every chapter's checker module (``ch01``, ``ch07_relations``, ...) is found here and imported, in
 # sorted order, which registers its exercises: a new chapter's ``chNN.py`` needs no edit in this file.
@@ -22,15 +22,21 @@ for _name in CHECKER_MODULES:
     importlib.import_module(f"{__name__}.{_name}")
 
 
-def grade(label: str, fn, device=None) -> CheckResult:
-    """Run the checker of exercise ``label`` on ``fn``; never raises for a wrong or missing answer."""
-    return run_cases(label, fn, device)
+def grade(label: str, fn, device=None, timeout: float | None = DEFAULT_TIMEOUT) -> CheckResult:
+    """Run the checker of exercise ``label`` on ``fn``; never raises for a wrong or missing answer.
+
+    A case that takes more than ``timeout`` seconds (default 60; None: no limit) fails (see ``run_cases``).
+    """
+    return run_cases(label, fn, device, timeout=timeout)
 
 
-def check_exercise(label: str, fn, device=None) -> None:
+def check_exercise(label: str, fn, device=None, timeout: float | None = DEFAULT_TIMEOUT) -> None:
     """Check ``fn`` for exercise ``label`` on ``device`` (default CPU): print one line when it passes
-    or is not implemented yet, raise :class:`ExerciseFailed` saying which case failed and how."""
-    result = run_cases(label, fn, device)
+    or is not implemented yet, raise :class:`ExerciseFailed` saying which case failed and how.
+
+    ``fn`` works on copies of the inputs and fails a case if it changes one in place; a case that takes
+    more than ``timeout`` seconds (default 60; None: no limit) fails without waiting for it to end."""
+    result = run_cases(label, fn, device, timeout=timeout)
     if not (result.passed or result.not_implemented):
         raise ExerciseFailed(result.message)
     print(result.message)

@@ -7,12 +7,18 @@ back. Nothing here knows about any one exercise; the chapter modules (``ch01``, 
 
 from __future__ import annotations
 
+import copy
+import inspect
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
 _REGISTRY: dict[str, Callable] = {}
+
+#: seconds one case may take before the checker gives up on it (``run_cases(..., timeout=)``)
+DEFAULT_TIMEOUT = 60.0
 
 
 def seeded_randn(*shape: int, seed: int, scale: float = 1.0) -> torch.Tensor:
@@ -113,8 +119,92 @@ def _to(x, device: torch.device):
     return x.to(device) if isinstance(x, torch.Tensor) else x
 
 
-def run_cases(label: str, fn: Callable, device=None) -> CheckResult:
+def _copy(x):
+    """A copy of a case argument that the reader's function may do anything to without touching ours."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().clone().requires_grad_(x.requires_grad) if x.is_leaf else x.detach().clone()
+    if isinstance(x, (list, tuple)):
+        return type(x)(_copy(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _copy(v) for k, v in x.items()}
+    try:
+        return copy.deepcopy(x)
+    except Exception:  # something that cannot be copied (a lock, a generator): pass it as it is
+        return x
+
+
+def _unchanged(given, original) -> bool:
+    """Whether the copy the reader's function was given still equals the original (NaN equals NaN)."""
+    if isinstance(original, torch.Tensor):
+        if not isinstance(given, torch.Tensor) or given.shape != original.shape or given.dtype != original.dtype:
+            return False
+        a, b = given.detach(), original.detach().to(given.device)
+        if a.is_floating_point() or a.is_complex():
+            return bool(torch.equal(a, b) or torch.allclose(a, b, rtol=0.0, atol=0.0, equal_nan=True))
+        return bool(torch.equal(a, b))
+    if isinstance(original, (list, tuple)):
+        return (isinstance(given, (list, tuple)) and len(given) == len(original)
+                and all(_unchanged(g, o) for g, o in zip(given, original)))
+    if isinstance(original, dict):
+        return (isinstance(given, dict) and given.keys() == original.keys()
+                and all(_unchanged(given[k], original[k]) for k in original))
+    return True  # numbers, strings, functions: nothing a student can change in place that we check
+
+
+def _input_name(fn: Callable, position: int | str) -> str:
+    """``'keys' (argument 2)`` for a positional argument, ``'valid_lens'`` for a keyword one."""
+    if isinstance(position, str):
+        return repr(position)
+    try:
+        params = [p for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    if position < len(params):
+        return f"{params[position].name!r} (argument {position + 1})"
+    return f"argument {position + 1}"
+
+
+class _TimedOut(Exception):
+    """The reader's function did not return within the time limit."""
+
+
+def _call(fn: Callable, args: tuple, kwargs: dict, timeout: float | None):
+    """``fn(*args, **kwargs)``, giving up after ``timeout`` seconds (None: wait for ever).
+
+    The call runs in a daemon thread that the checker waits on with ``join(timeout)``. Python cannot
+    kill a thread, so a function that never returns keeps running in the background (on the copies of
+    the inputs, so it changes nothing of the checker's) until it ends or the session does.
+    """
+    if timeout is None:
+        return fn(*args, **kwargs)
+    outcome: dict = {}
+    grad_enabled = torch.is_grad_enabled()  # grad mode is per thread: give the call the caller's
+
+    def target():
+        try:
+            with torch.set_grad_enabled(grad_enabled):
+                outcome["value"] = fn(*args, **kwargs)
+        except BaseException as error:  # handed to the caller, which reports it
+            outcome["error"] = error
+
+    thread = threading.Thread(target=target, name=f"checker-{getattr(fn, '__name__', 'fn')}", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise _TimedOut
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def run_cases(label: str, fn: Callable, device=None, timeout: float | None = DEFAULT_TIMEOUT) -> CheckResult:
     """Run ``fn`` on every case of exercise ``label`` on ``device`` (default: CPU).
+
+    ``fn`` gets copies of each case's inputs; a case fails if ``fn`` changed one of them in place (the
+    checker's own data, and the expected results, stay as they were). A case that takes more than
+    ``timeout`` seconds (None: no limit) fails, and the cases after it are not run: the call cannot be
+    stopped, so it may go on running in the background.
 
     Never raises for a wrong or missing answer; raises ValueError for an unknown label or a non-function.
     """
@@ -122,21 +212,43 @@ def run_cases(label: str, fn: Callable, device=None) -> CheckResult:
         raise ValueError(f"no checker for exercise {label!r}; known exercises: {', '.join(labels())}")
     if not callable(fn):
         raise ValueError(f"pass the function itself (not its result) to the checker; got {type(fn).__name__}")
+    if timeout is not None and not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
     device = torch.device("cpu" if device is None else device)
     cases = _REGISTRY[label](device)
     failures: list[tuple[str, str]] = []  # (case name, what went wrong)
-    for case in cases:
-        args = tuple(_to(a, device) for a in case.args)
-        kwargs = {k: _to(v, device) for k, v in case.kwargs.items()}
+    for index, case in enumerate(cases):
+        # the expected result may be a view of an input: keep a copy of its own
+        if isinstance(case.expected, torch.Tensor):
+            case = replace(case, expected=case.expected.detach().clone())
+        originals = tuple(_to(a, device) for a in case.args)
+        original_kwargs = {k: _to(v, device) for k, v in case.kwargs.items()}
+        args = tuple(_copy(a) for a in originals)
+        kwargs = {k: _copy(v) for k, v in original_kwargs.items()}
         try:
-            got = fn(*args, **kwargs)
+            got = _call(fn, args, kwargs, timeout)
         except NotImplementedError:
             return CheckResult(label, False, 0, len(cases), (
                 f"{label}: not implemented yet (the function raised NotImplementedError). "
                 f"Replace `raise NotImplementedError` with your code and run the check again."
             ), not_implemented=True)
+        except _TimedOut:
+            problem = (f"case {case.name!r} took more than {timeout:g} s: the function did not return "
+                       f"(an endless loop, or far too much work?)")
+            skipped = cases[index + 1:]
+            if skipped:
+                problem += f"; the {len(skipped)} cases after it were not run"
+            failures.append((case.name, problem))
+            failures.extend((c.name, "not run (an earlier case timed out)") for c in skipped)
+            break
         except Exception as error:  # the reader's code crashed: say on which case, and how
             failures.append((case.name, f"raised {type(error).__name__}: {error}"))
+            continue
+        changed = [i for i, (a, o) in enumerate(zip(args, originals)) if not _unchanged(a, o)]
+        changed += [k for k in original_kwargs if not _unchanged(kwargs[k], original_kwargs[k])]
+        if changed:
+            failures.append((case.name, f"your function modified its input {_input_name(fn, changed[0])} in place; "
+                                        f"work on a copy (x.clone()) or use out-of-place operations"))
             continue
         problem = compare(got, case, device)
         if problem:
