@@ -128,6 +128,101 @@ def test_checkpoint_round_trip(tmp_path, grammar):
     assert math.isfinite(record["history"].tokens_per_second)
 
 
+def _small_model(hiddens=8):
+    torch.manual_seed(0)
+    return make_seq2seq(10, 10, 8, hiddens, 1)
+
+
+EXPECTED = r"expected a checkpoint written by save_checkpoint \(.+\), found "
+
+
+def test_an_interrupted_save_keeps_the_previous_file(tmp_path, monkeypatch):
+    path = tmp_path / "model.pt"
+    model = _small_model()
+    save_checkpoint(path, model)
+    before = path.read_bytes()
+    real_save = torch.save
+
+    def fails_half_way(obj, f, *args, **kwargs):
+        real_save(obj, f, *args, **kwargs)
+        f.truncate(f.tell() // 2)
+        raise KeyboardInterrupt  # the reader pressed stop, or the disk filled up
+
+    monkeypatch.setattr(torch, "save", fails_half_way)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(path, _small_model(16))
+    monkeypatch.undo()
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["model.pt"]  # no temporary left
+    restored, _ = load_checkpoint(path)
+    assert restored.config == model.config
+    save_checkpoint(path, _small_model(16))  # a save that succeeds replaces the file
+    assert load_checkpoint(path)[0].config["num_hiddens"] == 16 and len(list(tmp_path.iterdir())) == 1
+
+
+def test_a_model_without_a_config_is_refused_when_saved(tmp_path):
+    path = tmp_path / "linear.pt"
+    with pytest.raises(ValueError, match=r"cannot save Linear to .*linear.pt: load_checkpoint\(path\) rebuilds a model "
+                                         r"from its config, and this model has no config"):
+        save_checkpoint(path, torch.nn.Linear(2, 3))
+    assert not path.exists()
+    save_checkpoint(path, torch.nn.Linear(2, 3), require_config=False)  # allowed, if you load it into a model
+    loaded, record = load_checkpoint(path, torch.nn.Linear(2, 3))
+    assert isinstance(loaded, torch.nn.Linear) and record["config"] == {}
+    with pytest.raises(ValueError, match=r"linear.pt: expected a checkpoint with a config that rebuilds its model"):
+        load_checkpoint(path)
+
+
+def test_an_empty_file_is_named_and_refused(tmp_path):
+    path = tmp_path / "empty.pt"
+    path.write_bytes(b"")
+    with pytest.raises(ValueError, match=rf"empty.pt: {EXPECTED}an empty file \(0 bytes\)"):
+        load_checkpoint(path, _small_model())
+
+
+def test_a_raw_state_dict_is_named_and_refused(tmp_path):
+    path = tmp_path / "raw.pt"
+    torch.save(_small_model().state_dict(), path)
+    with pytest.raises(ValueError, match=rf"raw.pt: {EXPECTED}a raw state dict \(\d+ tensors, .*no 'record'\)"):
+        load_checkpoint(path)
+
+
+def test_a_truncated_file_is_named_and_refused(tmp_path):
+    path = tmp_path / "cut.pt"
+    save_checkpoint(path, _small_model())
+    path.write_bytes(path.read_bytes()[:-200])
+    with pytest.raises(ValueError, match=rf"cut.pt: {EXPECTED}a truncated or damaged torch file"):
+        load_checkpoint(path)
+
+
+def test_a_file_that_is_no_checkpoint_is_named_and_refused(tmp_path):
+    text = tmp_path / "notes.pt"
+    text.write_text("not a checkpoint\n")
+    with pytest.raises(ValueError, match=rf"notes.pt: {EXPECTED}a file that is not a torch file at all"):
+        load_checkpoint(text)
+    other = tmp_path / "other.pt"
+    torch.save({"weights": [1, 2]}, other)
+    with pytest.raises(ValueError, match=rf"other.pt: {EXPECTED}a dict with the keys \['weights'\]"):
+        load_checkpoint(other)
+    torch.save([torch.ones(2)], other)
+    with pytest.raises(ValueError, match=rf"other.pt: {EXPECTED}a list saved with torch.save"):
+        load_checkpoint(other)
+
+
+def test_a_checkpoint_of_another_model_is_named_and_refused(tmp_path):
+    from attn_utils.transformer import make_transformer
+
+    path = tmp_path / "rnn.pt"
+    save_checkpoint(path, _small_model())
+    transformer = make_transformer(10, 10, num_hiddens=8, ffn_num_hiddens=16, num_heads=2, num_blks=1)
+    with pytest.raises(ValueError, match=r"rnn.pt: expected a checkpoint of a 'transformer' model \(the model given\), "
+                                         r"found a checkpoint of a 'seq2seq' model"):
+        load_checkpoint(path, transformer)
+    wrong_size = (r"rnn.pt: expected weights that fit the EncoderDecoder given .*'num_hiddens': 16.*"
+                  r"found weights saved from the config .*'num_hiddens': 8.*size mismatch")
+    with pytest.raises(ValueError, match=wrong_size):
+        load_checkpoint(path, _small_model(16))
+
+
 def test_an_empty_training_set_is_refused_not_a_hang(grammar):
     with pytest.raises(ValueError, match=r"the training set is empty: num_train=0 of the [\d,]+ pairs of 'grammar'"):
         load_translation_data("grammar", num_train=0, verbose=False)
