@@ -12,6 +12,13 @@ is ``None``, valid lengths (batch,) or (batch, Q), or a boolean mask broadcastab
 a floating-point tensor broadcastable to the scores, is added to them before the softmax (ALiBi's
 distance penalty, for instance); masked keys stay masked whatever their bias.
 
+Non-finite inputs follow one rule on every path (fused or explicit, see :mod:`attn_utils.masking`):
+keys and values a query cannot see (masked, or with a -inf score) never change its output, even if
+they hold NaN or inf; a NaN that a query does use (in its own features, a visible key or value, the
+bias) gives NaN in that query's output, never a silent zero; a +inf score makes the query's output
+NaN (it is not read as "all the weight on that key"), a -inf score masks that key, and an inf in a
+visible value gives NaN in that feature; a fully masked query gives zeros.
+
 ``DotProductAttention`` and ``AdditiveAttention`` have d2l's signatures and parameter names, so
 state dicts move between these layers and d2l's.
 """
@@ -25,8 +32,8 @@ from torch import nn
 from torch.nn import functional as F
 from torch.nn.modules.lazy import LazyModuleMixin
 
-from .checks import check_attention_inputs
-from .masking import make_mask, masked_softmax
+from .checks import check_attention_inputs, check_positive_int, check_weights_dtype
+from .masking import make_mask, masked_softmax, masked_softmax_visible
 from .scoring import (
     additive_score,
     concat_score,
@@ -65,9 +72,28 @@ class ScoredAttention(nn.Module):
 
     def forward(self, queries, keys, values, valid_lens=None, bias=None):
         check_attention_inputs(queries, keys, values, self.same_size, type(self).__name__)
+        check_weights_dtype(self, queries, type(self).__name__)
         scores = add_bias(self.score(queries, keys), bias)  # (batch, Q, K)
-        self.attention_weights = masked_softmax(scores, valid_lens)
-        return self.dropout(self.attention_weights) @ values  # (batch, Q, K) @ (batch, K, v) -> (batch, Q, v)
+        self.attention_weights, visible = masked_softmax_visible(scores, valid_lens)
+        return weighted_values(self.dropout(self.attention_weights), values, visible)
+
+
+def weighted_values(weights: torch.Tensor, values: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+    """``weights @ values`` ((..., Q, K) @ (..., K, v) -> (..., Q, v)), where a value that a query cannot
+    see (``visible`` False) never matters, even NaN or inf (a plain product gives 0 * NaN = NaN); a
+    non-finite value that it can see makes that feature of its output NaN. Costs one ``isfinite``
+    pass over the values when they are all finite."""
+    if bool(values.isfinite().all()):
+        return weights @ values
+    finite = values.isfinite()
+    output = weights @ values.masked_fill(~finite, 0.0)
+    poisoned = (visible.to(values.dtype) @ (~finite).to(values.dtype)) > 0  # (..., Q, v): sees a non-finite value
+    return output.masked_fill(poisoned, float("nan"))
+
+
+def _all_finite(*tensors) -> bool:
+    """One host sync for several tensors: are they all free of NaN and inf?"""
+    return bool(torch.stack([t.isfinite().all() for t in tensors]).all())
 
 
 def add_bias(scores: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -99,10 +125,20 @@ def fused_dot_product_attention(queries, keys, values, valid_lens=None, scale: f
     ``valid_lens`` is taken in every form ``masked_softmax`` takes; ``bias`` (optional) is a float tensor
     broadcastable to the ``(..., Q, K)`` scores. A query with no visible key gets a zero output,
     whatever the torch version or backend would return for it (some give NaN).
+
+    torch's kernel lets a NaN or inf in a masked key or value leak into every output (masking adds
+    -inf to a NaN score; 0 * NaN = NaN). So when an input holds NaN or inf (or the bias NaN or +inf),
+    the result is computed explicitly instead, by the rule of the module docstring; finite inputs
+    (the common case) cost one ``isfinite`` pass over each.
     """
+    finite_bias = bias is None or not isinstance(bias, torch.Tensor) or bool((bias < float("inf")).all())
+    if not (finite_bias and _all_finite(queries, keys, values)):
+        scores = add_bias(dot_score(queries, keys, scale), bias)
+        weights, visible = masked_softmax_visible(scores, valid_lens)
+        return weighted_values(weights, values, visible)
     # A stride-0 stand-in for the (..., Q, K) scores, only so make_mask can read their shape.
     score_shape = torch.empty((), device=queries.device).expand(*queries.shape[:-1], keys.shape[-2])
-    mask = make_mask(score_shape, valid_lens)  # None, or bool broadcastable to (..., Q, K)
+    mask = make_mask(score_shape, valid_lens, within_keys=True)  # None, or bool broadcastable to (..., Q, K)
     visible = None
     if mask is not None:
         visible = mask.any(dim=-1, keepdim=True)  # (..., Q or 1, 1): does the row see any key?
@@ -137,6 +173,9 @@ class DotProductAttention(ScoredAttention):
     changed in place raises ``RuntimeError`` rather than returning weights of other inputs.
     torch's fused CPU kernel has no forward-mode derivative (``torch.func.jvp``,
     ``torch.autograd.forward_ad`` raise ``NotImplementedError``): use ``fused=False`` for those.
+
+    NaN and inf give the same result on both paths (module docstring): masked keys and values never
+    matter, a NaN a query uses makes its output NaN, and so does a +inf score (say, from an overflow).
     """
 
     same_size = True
@@ -186,11 +225,18 @@ class AdditiveAttention(ScoredAttention):
 
     def __init__(self, num_hiddens: int, dropout: float, **kwargs):
         super().__init__(dropout, **kwargs)
+        check_positive_int("num_hiddens", num_hiddens)
         self.W_k = nn.LazyLinear(num_hiddens, bias=False)
         self.W_q = nn.LazyLinear(num_hiddens, bias=False)
         self.w_v = nn.LazyLinear(1, bias=False)
 
     def score(self, queries, keys):
+        if not isinstance(self.W_q.weight, nn.parameter.UninitializedParameter):
+            built = (self.W_q.weight.shape[1], self.W_k.weight.shape[1])  # in_features stays 0 after load_state_dict
+            if (queries.shape[-1], keys.shape[-1]) != built:
+                raise ValueError(f"AdditiveAttention was built (at its first call) for queries of size {built[0]} "
+                                 f"and keys of size {built[1]}, got queries {tuple(queries.shape)} and keys "
+                                 f"{tuple(keys.shape)}; use a new layer for other sizes")
         return additive_score(queries, keys, self.W_q, self.W_k, self.w_v)
 
 
@@ -221,6 +267,7 @@ class ConcatAttention(ScoredAttention):
 
     def __init__(self, num_hiddens: int, dropout: float = 0.0, **kwargs):
         super().__init__(dropout, **kwargs)
+        check_positive_int("num_hiddens", num_hiddens)
         self.W_a = nn.LazyLinear(num_hiddens, bias=False)
         self.v_a = nn.LazyLinear(1, bias=False)
 
@@ -254,7 +301,7 @@ class LocationAttention(ScoredAttention):
 
     def __init__(self, max_keys: int, dropout: float = 0.0, **kwargs):
         super().__init__(dropout, **kwargs)
-        self.max_keys = max_keys
+        self.max_keys = check_positive_int("max_keys", max_keys)
         self.W_a = nn.LazyLinear(max_keys, bias=False)
 
     def score(self, queries, keys):

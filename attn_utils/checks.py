@@ -4,7 +4,8 @@
   translator, language model and sampler;
 * ``check_positive_int``: a count such as a block size;
 * ``check_queries_keys`` and ``check_attention_inputs``: queries, keys (and values) that fit a
-  scoring function or an attention layer.
+  scoring function or an attention layer;
+* ``check_weights_dtype``: inputs in the dtype of a layer's weights.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ def check_queries_keys(queries, keys, same_size: bool = False, what: str = "this
             raise ValueError(f"{name} must be a tensor, got {type(t).__name__}")
         if t.dim() < 2:
             raise ValueError(f"{name} must have shape (..., items, features), got {tuple(t.shape)}")
+        if not t.is_floating_point():
+            raise ValueError(f"{name} must be a floating-point tensor, got dtype {t.dtype} (convert with .float())")
     q_shape, k_shape = tuple(queries.shape), tuple(keys.shape)
     if q_shape[:-2] != k_shape[:-2]:
         raise ValueError(
@@ -68,3 +71,24 @@ def check_attention_inputs(queries, keys, values, same_size: bool = False, what:
         )
     if values.dtype != queries.dtype:
         raise ValueError(f"values ({values.dtype}) must have the dtype of queries and keys ({queries.dtype})")
+
+
+def _autocast_on(device_type: str) -> bool:
+    try:
+        return torch.is_autocast_enabled(device_type)
+    except TypeError:  # torch < 2.4 takes no argument (and means CUDA)
+        return torch.is_autocast_enabled() if device_type == "cuda" else torch.is_autocast_cpu_enabled()
+
+
+def check_weights_dtype(module: torch.nn.Module, X: torch.Tensor, what: str) -> None:
+    """Raise ``ValueError`` unless ``X`` has the dtype of ``module``'s first weight matrix (torch's own
+    message, "mat1 and mat2 must have the same dtype", names neither the layer nor the fix). Scalar
+    parameters are not compared (they promote), and nothing is checked under autocast, which casts."""
+    if _autocast_on(X.device.type):
+        return
+    for p in module.parameters():
+        if isinstance(p, torch.nn.parameter.UninitializedParameter) or p.dim() >= 1:
+            if p.dtype != X.dtype:
+                raise ValueError(f"{what} has {p.dtype} weights but got {X.dtype} inputs; convert one to the "
+                                 f"other, e.g. layer.to({X.dtype}) or inputs.to({p.dtype})")
+            return

@@ -11,7 +11,14 @@ the course takes ``valid_lens``:
 
 Unlike d2l's version (which fills masked scores with -1e6 and so spreads a fully masked row
 uniformly over padding), a row with no visible key gets weights that are exactly zero.
-Nothing here produces NaN: not fully masked rows, not -inf scores, not float16.
+
+Non-finite scores follow one rule (the attention layers follow it on every path):
+
+* masked scores never matter, whatever they hold (NaN, +inf, -inf);
+* fully masked rows, and -inf scores (which count as masked), never produce NaN, nor does float16;
+* a NaN or +inf score that a query can see makes that query's whole row NaN. A +inf score is not
+  read as "this key takes all the weight": it usually means an overflow or a corrupt input, and a
+  NaN row says so instead of hiding it.
 """
 
 from __future__ import annotations
@@ -59,28 +66,39 @@ def lengths_as_row_shape(valid_lens: torch.Tensor, score_shape: torch.Size) -> t
     )
 
 
-def make_mask(scores: torch.Tensor, valid_lens: torch.Tensor | None) -> torch.Tensor | None:
+def make_mask(scores: torch.Tensor, valid_lens: torch.Tensor | None, *, within_keys: bool = False
+              ) -> torch.Tensor | None:
     """Turn ``valid_lens`` (lengths or a boolean mask) into a boolean mask broadcastable to ``scores``.
 
     Returns ``None`` when nothing is masked. Raises ``ValueError`` naming both shapes when the
-    lengths or mask cannot apply to ``scores``.
+    lengths or mask cannot apply to ``scores``, and with ``within_keys=True`` (what the attention
+    layers and ``masked_softmax`` ask for) when a length exceeds the number of keys. The default
+    keeps the old reading of such lengths, "all keys", for callers that pass a stand-in of other
+    width (``tiled_attention`` checks the shapes with one key column).
     """
     if valid_lens is None:
         return None
     if not isinstance(valid_lens, torch.Tensor):
-        valid_lens = torch.as_tensor(valid_lens)
+        try:
+            valid_lens = torch.as_tensor(valid_lens)
+        except (TypeError, ValueError, RuntimeError):
+            raise ValueError(
+                f"valid_lens must be None, integer lengths or a boolean mask, got {_describe(valid_lens)}"
+            ) from None
     valid_lens = valid_lens.to(scores.device)
     if valid_lens.dtype == torch.bool:
         try:
-            torch.broadcast_shapes(valid_lens.shape, scores.shape)
+            shape = torch.broadcast_shapes(valid_lens.shape, scores.shape)
         except RuntimeError:
+            shape = None
+        if shape != scores.shape:  # a larger mask would silently enlarge the output
             raise ValueError(
                 f"boolean mask of shape {tuple(valid_lens.shape)} does not broadcast to scores of "
                 f"shape {tuple(scores.shape)}"
-            ) from None
+            )
         return valid_lens
     if valid_lens.is_floating_point():
-        if not torch.equal(valid_lens, valid_lens.round()):
+        if not torch.equal(valid_lens, valid_lens.round()):  # NaN fails this too
             raise ValueError(f"valid_lens must hold whole numbers, got {valid_lens.tolist()}")
     elif valid_lens.dtype not in _INTEGER_DTYPES:
         raise ValueError(f"valid_lens must be an integer or boolean tensor, got {_describe(valid_lens)}")
@@ -91,6 +109,12 @@ def make_mask(scores: torch.Tensor, valid_lens: torch.Tensor | None) -> torch.Te
         )
     if valid_lens.numel() and bool((valid_lens < 0).any()):
         raise ValueError(f"valid_lens must be >= 0, got {valid_lens.tolist()}")
+    if within_keys and valid_lens.numel() and bool((valid_lens > scores.shape[-1]).any()):
+        # Lengths beyond the keys (or inf) are a caller's mistake, e.g. lengths of another batch:
+        # refuse them rather than read them as "all keys".
+        raise ValueError(
+            f"valid_lens must be at most the number of keys, {scores.shape[-1]}, got {valid_lens.tolist()}"
+        )
     lengths = lengths_as_row_shape(valid_lens, scores.shape)
     return lengths_to_mask(lengths, scores.shape[-1])
 
@@ -99,18 +123,25 @@ def masked_softmax(X: torch.Tensor, valid_lens: torch.Tensor | None = None) -> t
     """Softmax over the last axis of ``X`` that gives masked keys exactly zero weight.
 
     ``X`` holds scores, e.g. ``(batch, queries, keys)``. ``valid_lens`` is ``None``, valid lengths
-    of shape ``(batch,)`` or ``(batch, queries)`` (or ``X.shape[:-1]``), or a boolean mask that
-    broadcasts to ``X`` (``True`` = may attend). Rows whose keys are all masked (or all ``-inf``)
-    get all-zero weights, never NaN. float16/bfloat16 inputs are computed in float32 and returned
-    in their own dtype.
+    of shape ``(batch,)`` or ``(batch, queries)`` (or ``X.shape[:-1]``, at most the number of keys),
+    or a boolean mask that broadcasts to ``X`` (``True`` = may attend). Rows whose keys are all
+    masked (or all ``-inf``) get all-zero weights, never NaN. Masked scores are ignored even when
+    they are NaN or +inf; a visible NaN or +inf score makes its whole row NaN (see the module
+    docstring). float16/bfloat16 inputs are computed in float32 and returned in their own dtype.
     """
+    return masked_softmax_visible(X, valid_lens)[0]
+
+
+def masked_softmax_visible(X: torch.Tensor, valid_lens=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``masked_softmax(X, valid_lens)`` and the boolean ``visible`` (shape of ``X``): the keys each
+    query may use (unmasked and not -inf). The attention layers need it to keep masked values out."""
     if not isinstance(X, torch.Tensor):
         raise ValueError(f"masked_softmax expects a tensor of scores, got {_describe(X)}")
     if not X.is_floating_point():
         raise ValueError(f"masked_softmax expects floating-point scores, got {_describe(X)}")
     if X.dim() == 0:
         raise ValueError("masked_softmax expects scores with a keys axis, got a 0-d tensor")
-    mask = make_mask(X, valid_lens)
+    mask = make_mask(X, valid_lens, within_keys=True)
     # Scores of -inf count as masked too, so a row of -inf gives zeros rather than 0/0 = NaN.
     visible = X.ne(float("-inf"))
     visible = visible if mask is None else visible & mask
@@ -118,7 +149,7 @@ def masked_softmax(X: torch.Tensor, valid_lens: torch.Tensor | None = None) -> t
     # masked row then has a finite (uniform) softmax, with finite gradients, before it is zeroed.
     filled = X.masked_fill(~visible, torch.finfo(X.dtype).min)
     weights = torch.softmax(filled, dim=-1, dtype=torch.float32 if X.dtype in LOW_PRECISION_DTYPES else None)
-    return weights.masked_fill(~visible, 0.0).to(X.dtype)
+    return weights.masked_fill(~visible, 0.0).to(X.dtype), visible
 
 
 def sequence_mask(X: torch.Tensor, valid_len: torch.Tensor, value: float = 0.0) -> torch.Tensor:

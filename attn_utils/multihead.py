@@ -26,7 +26,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .attention import DotProductAttention
-from .checks import check_attention_inputs
+from .checks import check_attention_inputs, check_positive_int, check_weights_dtype
 
 
 def transpose_qkv(X: torch.Tensor, num_heads: int) -> torch.Tensor:
@@ -100,6 +100,10 @@ class MultiHeadAttention(nn.Module):
                  query_size: int | None = None, key_size: int | None = None, value_size: int | None = None,
                  fused: bool = True, num_kv_heads: int | None = None):
         super().__init__()
+        check_positive_int("num_hiddens", num_hiddens)
+        for name, size in (("query_size", query_size), ("key_size", key_size), ("value_size", value_size)):
+            if size is not None:
+                check_positive_int(name, size)  # 0 used to fall back silently to num_hiddens
         if not isinstance(num_heads, int) or num_heads < 1 or num_hiddens % num_heads:
             raise ValueError(f"num_hiddens ({num_hiddens}) must be a multiple of num_heads, a positive int; "
                              f"got num_heads={num_heads!r}")
@@ -125,6 +129,7 @@ class MultiHeadAttention(nn.Module):
         if X.shape[-1] != layer.in_features:
             raise ValueError(f"{name} must have {layer.in_features} features (the size this layer was built "
                              f"for), got shape {tuple(X.shape)}")
+        check_weights_dtype(layer, X, "MultiHeadAttention")
 
     def project_q(self, queries: torch.Tensor) -> torch.Tensor:
         """Queries projected and split into heads: ``(batch, num_heads, Q, dh)``."""

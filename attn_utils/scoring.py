@@ -38,7 +38,7 @@ def dot_score(queries: torch.Tensor, keys: torch.Tensor, scale: float | None = N
     """``scale * q . k``. ``scale=None`` means ``1/sqrt(d)`` (scaled dot product); ``scale=1`` is Luong's dot."""
     check_queries_keys(queries, keys, same_size=True, what="dot-product scoring")
     if scale is None:
-        scale = 1.0 / math.sqrt(queries.shape[-1])
+        scale = 1.0 / math.sqrt(queries.shape[-1]) if queries.shape[-1] else 1.0  # d = 0: every score is 0
     return (queries @ keys.transpose(-2, -1)) * scale  # (..., Q, d) @ (..., d, K) -> (..., Q, K)
 
 

@@ -510,3 +510,140 @@ def test_lazy_general_attention_checks_inputs_before_sizing_its_matrix():
     with pytest.raises(ValueError, match=r"queries must have shape \(batch, items, features\), got \(3, 4\)"):
         layer(torch.randn(3, 4), torch.randn(1, 5, 2), torch.randn(1, 5, 1))
     assert layer.has_uninitialized_params()
+
+
+# --- NaN and inf: one rule on the fused and explicit paths ----------------------------------------
+
+
+def _both_paths(queries, keys, values, valid_lens=None, bias=None):
+    fused = DotProductAttention(0.0).eval()(queries, keys, values, valid_lens, bias)
+    explicit = DotProductAttention(0.0, fused=False).eval()(queries, keys, values, valid_lens, bias)
+    torch.testing.assert_close(fused, explicit, equal_nan=True)
+    return explicit
+
+
+def _clean_inputs():
+    torch.manual_seed(0)
+    return torch.randn(2, 3, 4), torch.randn(2, 5, 4), torch.randn(2, 5, 6), torch.tensor([3, 5])
+
+
+def test_nan_query_gives_nan_for_that_query_only_on_both_paths():
+    queries, keys, values, valid_lens = _clean_inputs()
+    expected = _both_paths(queries, keys, values, valid_lens)
+    queries[0, 1, 2] = float("nan")
+    out = _both_paths(queries, keys, values, valid_lens)
+    assert out[0, 1].isnan().all()  # never a silent row of zeros
+    mask = torch.ones(2, 3, dtype=torch.bool)
+    mask[0, 1] = False
+    torch.testing.assert_close(out[mask], expected[mask])
+
+
+@pytest.mark.parametrize("where", ["keys", "values"])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_nan_or_inf_in_padded_keys_or_values_changes_nothing_on_both_paths(where, bad):
+    queries, keys, values, valid_lens = _clean_inputs()
+    expected = _both_paths(queries, keys, values, valid_lens)
+    corrupt = (keys if where == "keys" else values).clone()
+    corrupt[0, 3:] = bad  # the padding of sequence 0 (valid length 3)
+    args = (queries, corrupt, values) if where == "keys" else (queries, keys, corrupt)
+    torch.testing.assert_close(_both_paths(*args, valid_lens), expected)
+
+
+def test_nan_in_a_causally_masked_value_changes_nothing():
+    queries, keys, values, _ = _clean_inputs()
+    mask = torch.ones(3, 5, dtype=torch.bool).tril(2)  # query i sees keys 0..i+2
+    expected = _both_paths(queries, keys, values, mask)
+    values[:, 4] = float("nan")  # seen by the last query only
+    out = _both_paths(queries, keys, values, mask)
+    torch.testing.assert_close(out[:, :2], expected[:, :2])
+    assert out[:, 2].isnan().all()
+
+
+def test_nan_in_a_visible_value_gives_nan_in_that_feature_on_both_paths():
+    queries, keys, values, valid_lens = _clean_inputs()
+    expected = _both_paths(queries, keys, values, valid_lens)
+    values[0, 1, 2] = float("nan")
+    out = _both_paths(queries, keys, values, valid_lens)
+    assert out[0, :, 2].isnan().all()
+    keep = torch.ones_like(out, dtype=torch.bool)
+    keep[0, :, 2] = False
+    torch.testing.assert_close(out[keep], expected[keep])
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("nan")])
+def test_plus_inf_or_nan_score_gives_a_nan_row_on_both_paths(bad):
+    queries, keys, values, valid_lens = _clean_inputs()
+    bias = torch.zeros(2, 3, 5)
+    bias[0, 0, 1] = bad  # visible
+    bias[1, 2, 4] = bad  # visible too
+    bias[0, 2, 4] = bad  # masked: sequence 0 sees 3 keys
+    out = _both_paths(queries, keys, values, valid_lens, bias)
+    assert out[0, 0].isnan().all() and out[1, 2].isnan().all()
+    assert out[0, 1:].isfinite().all() and out[1, :2].isfinite().all()
+
+
+def test_plus_inf_key_gives_nan_rows_on_both_paths():
+    queries, keys, values, valid_lens = _clean_inputs()
+    keys[1, 0] = float("inf")  # scores +inf or -inf (or NaN) for every query of sequence 1
+    out = _both_paths(queries.abs(), keys, values, valid_lens)
+    assert out[1].isnan().all() and out[0].isfinite().all()
+
+
+def test_fully_masked_queries_still_give_zeros_with_nan_around():
+    queries, keys, values, _ = _clean_inputs()
+    queries[0, 0] = float("nan")
+    values[0, 0] = float("nan")
+    mask = torch.ones(2, 3, 5, dtype=torch.bool)
+    mask[0, 0] = False
+    out = _both_paths(queries, keys, values, mask)
+    assert torch.equal(out[0, 0], torch.zeros(6))
+
+
+# --- argument checks -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("valid_lens, message", [
+    (torch.tensor([3, 6]), r"valid_lens must be at most the number of keys, 5, got \[3, 6\]"),
+    (torch.tensor([3.0, float("inf")]), r"valid_lens must be at most the number of keys, 5, got \[3.0, inf\]"),
+    ("3", "valid_lens must be None, integer lengths or a boolean mask, got str '3'"),
+])
+def test_bad_valid_lens_are_refused(fused, valid_lens, message):
+    queries, keys, values, _ = _clean_inputs()
+    with pytest.raises(ValueError, match=message):
+        DotProductAttention(0.0, fused=fused)(queries, keys, values, valid_lens)
+
+
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+def test_integer_inputs_are_refused(name):
+    queries, keys, values = (torch.ones(2, 3, 4, dtype=torch.long), torch.ones(2, 5, 4, dtype=torch.long),
+                             torch.ones(2, 5, 6, dtype=torch.long))
+    with pytest.raises(ValueError, match="queries must be a floating-point tensor, got dtype torch.int64"):
+        FACTORIES[name]()(queries, keys, values)
+
+
+@pytest.mark.parametrize("name", ["additive", "general", "concat", "location"])
+def test_inputs_in_another_dtype_than_the_weights_are_refused(name):
+    layer = FACTORIES[name]()
+    queries, keys, values = torch.randn(2, 3, 4), torch.randn(2, 5, 4), torch.randn(2, 5, 6)
+    layer(queries, keys, values)
+    with pytest.raises(ValueError, match="has torch.float32 weights but got torch.float64 inputs"):
+        layer(queries.double(), keys.double(), values.double())
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: AdditiveAttention(0, 0.0), "num_hiddens must be a positive integer, got 0"),
+    (lambda: ConcatAttention(-1), "num_hiddens must be a positive integer, got -1"),
+    (lambda: LocationAttention(0), "max_keys must be a positive integer, got 0"),
+])
+def test_non_positive_sizes_are_refused(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_additive_names_the_sizes_it_was_built_for():
+    layer = AdditiveAttention(8, 0.0)
+    layer(torch.randn(1, 2, 3), torch.randn(1, 4, 5), torch.randn(1, 4, 6))
+    with pytest.raises(ValueError, match=r"built \(at its first call\) for queries of size 3 and keys of size 5, "
+                                         r"got queries \(1, 2, 7\) and keys \(1, 4, 5\)"):
+        layer(torch.randn(1, 2, 7), torch.randn(1, 4, 5), torch.randn(1, 4, 6))

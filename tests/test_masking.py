@@ -115,9 +115,36 @@ def test_float_lengths_accepted_when_whole():
     torch.testing.assert_close(masked_softmax(X, torch.tensor([1.0, 2.0])), masked_softmax(X, torch.tensor([1, 2])))
 
 
-def test_lengths_beyond_keys_mean_all_visible():
+@pytest.mark.parametrize("lengths", [[7], [float("inf")], [[1, 4]]])
+def test_lengths_beyond_keys_are_refused(lengths):
+    # They used to be read as "all keys", hiding lengths that belong to another batch.
+    with pytest.raises(ValueError, match="at most the number of keys, 3"):
+        masked_softmax(torch.randn(1, 2, 3), torch.tensor(lengths))
+
+
+def test_lengths_equal_to_keys_mean_all_visible():
     X = torch.randn(1, 2, 3)
-    torch.testing.assert_close(masked_softmax(X, torch.tensor([7])), torch.softmax(X, dim=-1))
+    torch.testing.assert_close(masked_softmax(X, torch.tensor([3])), torch.softmax(X, dim=-1))
+
+
+@pytest.mark.parametrize("bad", ["2", ["a", "b"], object()])
+def test_lengths_of_another_type_are_refused(bad):
+    with pytest.raises(ValueError, match="valid_lens must be None, integer lengths or a boolean mask"):
+        masked_softmax(torch.randn(1, 2, 3), bad)
+
+
+def test_masked_nan_and_inf_scores_are_ignored():
+    X = torch.tensor([[1.0, 2.0, float("nan"), float("inf")]])
+    torch.testing.assert_close(masked_softmax(X, torch.tensor([2])), torch.cat([torch.softmax(X[:, :2], -1),
+                                                                                torch.zeros(1, 2)], -1))
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_visible_nan_or_plus_inf_score_gives_a_nan_row(bad):
+    # The documented rule: a +inf score is not read as "all the weight"; the row says NaN.
+    X = torch.tensor([[1.0, bad, 0.0], [1.0, 2.0, 0.0]])
+    weights = masked_softmax(X)
+    assert weights[0].isnan().all() and weights[1].isfinite().all()
 
 
 # ---- against d2l ---------------------------------------------------------------------------
@@ -226,3 +253,9 @@ def test_masked_softmax_on_accelerator(gpu_device):
     torch.testing.assert_close(on_gpu.cpu(), masked_softmax(X, lengths))
     half = masked_softmax(X.to(gpu_device).half(), lengths.to(gpu_device))
     assert torch.isfinite(half).all() and half.dtype == torch.float16
+
+
+def test_a_mask_larger_than_the_scores_is_refused():
+    # It broadcast, so the weights silently came out (2, 2, 3) for scores (1, 1, 3).
+    with pytest.raises(ValueError, match=r"boolean mask of shape \(2, 2, 3\) does not broadcast to scores of shape"):
+        masked_softmax(torch.randn(1, 1, 3), torch.ones(2, 2, 3, dtype=torch.bool))

@@ -210,10 +210,44 @@ def test_dropout_applies_to_the_weights_in_training_only():
     (lambda: MultiHeadAttention(8, 2, 0.0)(torch.randn(2, 3, 8), torch.randn(2, 4, 8), torch.randn(2, 4, 8),
                                            torch.ones(5, 4, dtype=torch.bool)),
      "does not broadcast"),
+    (lambda: MultiHeadAttention(0, 1, 0.0), "num_hiddens must be a positive integer, got 0"),
+    (lambda: MultiHeadAttention(-4, 2, 0.0), "num_hiddens must be a positive integer, got -4"),
+    (lambda: MultiHeadAttention(8, 2, 0.0, query_size=0), "query_size must be a positive integer, got 0"),
+    (lambda: MultiHeadAttention(8, 2, 0.0)(*[torch.randn(2, 3, 8, dtype=torch.float64)] * 3),
+     r"MultiHeadAttention has torch.float32 weights but got torch.float64 inputs"),
+    (lambda: MultiHeadAttention(8, 2, 0.0)(torch.randn(2, 3, 8, dtype=torch.float64),
+                                           *[torch.randn(2, 4, 8, dtype=torch.float64)] * 2),
+     r"MultiHeadAttention has torch.float32 weights but got torch.float64 inputs"),
+    (lambda: MultiHeadAttention(8, 2, 0.0)(*[torch.ones(2, 3, 8, dtype=torch.long)] * 3),
+     "queries must be a floating-point tensor, got dtype torch.int64"),
+    (lambda: MultiHeadAttention(8, 2, 0.0)(torch.randn(2, 3, 8), torch.randn(2, 4, 8), torch.randn(2, 4, 8),
+                                           torch.tensor([1, 5])),
+     r"valid_lens must be at most the number of keys, 4, got \[1, 5\]"),
 ])
 def test_bad_input_names_what_was_expected(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_multihead_in_float64_once_converted():
+    mha = MultiHeadAttention(8, 2, 0.0).double()
+    assert mha(*[torch.randn(2, 3, 8, dtype=torch.float64)] * 3).dtype == torch.float64
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_multihead_ignores_nan_in_padded_keys_and_values(fused):
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(8, 2, 0.0, fused=fused).eval()
+    queries, keys = torch.randn(2, 3, 8), torch.randn(2, 4, 8)
+    valid_lens = torch.tensor([2, 4])
+    expected = mha(queries, keys, keys, valid_lens)
+    corrupt = keys.clone()
+    corrupt[0, 2:] = float("nan")  # padding of the first sequence
+    torch.testing.assert_close(mha(queries, corrupt, corrupt, valid_lens), expected)
+    corrupt[1, 0, 0] = float("nan")  # a key the second sequence does use
+    out = mha(queries, corrupt, corrupt, valid_lens)
+    torch.testing.assert_close(out[0], expected[0])
+    assert out[1].isnan().all()
 
 
 def test_multihead_on_every_device(any_device):

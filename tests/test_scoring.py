@@ -152,3 +152,14 @@ def test_bad_inputs_are_named():
         dot_score(torch.randn(2, 3), torch.randn(3))
     with pytest.raises(ValueError, match="same dtype"):
         dot_score(torch.randn(2, 3), torch.randn(4, 3, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("dtype", [torch.long, torch.int32, torch.bool])
+def test_integer_queries_or_keys_are_refused(dtype):
+    # Integer matmuls run in torch, so without the check dot_score would return integer "scores".
+    with pytest.raises(ValueError, match=f"keys must be a floating-point tensor, got dtype {dtype}"):
+        dot_score(torch.randn(2, 3, 4), torch.ones(2, 5, 4, dtype=dtype))
+
+
+def test_dot_score_with_no_features_is_zero_not_zero_division():
+    assert torch.equal(dot_score(torch.randn(2, 3, 0), torch.randn(2, 5, 0)), torch.zeros(2, 3, 5))
