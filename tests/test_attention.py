@@ -647,3 +647,12 @@ def test_additive_names_the_sizes_it_was_built_for():
     with pytest.raises(ValueError, match=r"built \(at its first call\) for queries of size 3 and keys of size 5, "
                                          r"got queries \(1, 2, 7\) and keys \(1, 4, 5\)"):
         layer(torch.randn(1, 2, 7), torch.randn(1, 4, 5), torch.randn(1, 4, 6))
+
+
+def test_finite_inputs_whose_sum_overflows_still_give_the_exact_result():
+    # The finiteness check sums each input; an overflow there only routes to the explicit path.
+    queries, keys, values, valid_lens = _clean_inputs()
+    values[:, :, :2] = 3e38
+    out = _both_paths(queries, keys, values, valid_lens)
+    assert out.isfinite().all()
+    torch.testing.assert_close(out, masked_softmax(queries @ keys.mT / 2, valid_lens) @ values)  # d = 4
