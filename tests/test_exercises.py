@@ -164,7 +164,7 @@ def test_a_changed_keyword_input_is_named(monkeypatch):
     from attn_utils.exercises import core
 
     data = torch.arange(4.0)
-    monkeypatch.setitem(core._REGISTRY, "test-kwargs", lambda device: [
+    monkeypatch.setitem(core.REGISTRY, "test-kwargs", lambda device: [
         core.Case("double", (data,), 2 * data, kwargs={"scale": torch.tensor(2.0)})])
 
     def scales_in_place(x, scale):
@@ -208,7 +208,7 @@ def test_the_call_keeps_the_callers_grad_mode(monkeypatch):
 
     seen = []
     cases = [core.Case("any", (torch.ones(2),), torch.ones(2))]
-    monkeypatch.setitem(core._REGISTRY, "test-grad-mode", lambda device: cases)
+    monkeypatch.setitem(core.REGISTRY, "test-grad-mode", lambda device: cases)
     with torch.no_grad():
         assert grade("test-grad-mode", lambda x: seen.append(torch.is_grad_enabled()) or x.clone()).passed
     assert grade("test-grad-mode", lambda x: seen.append(torch.is_grad_enabled()) or x.clone()).passed

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-_REGISTRY: dict[str, Callable] = {}
+REGISTRY: dict[str, Callable] = {}
 
 #: seconds one case may take before the checker gives up on it (``run_cases(..., timeout=)``)
 DEFAULT_TIMEOUT = 60.0
@@ -66,9 +66,9 @@ def register(label: str):
     """Decorator: ``@register("ch01-...")`` on a function ``device -> list[Case]``."""
 
     def decorate(make_cases: Callable[[torch.device], list[Case]]):
-        if label in _REGISTRY:
+        if label in REGISTRY:
             raise ValueError(f"exercise {label!r} is registered twice")
-        _REGISTRY[label] = make_cases
+        REGISTRY[label] = make_cases
         return make_cases
 
     return decorate
@@ -76,7 +76,7 @@ def register(label: str):
 
 def labels() -> list[str]:
     """Every exercise that has a checker, sorted."""
-    return sorted(_REGISTRY)
+    return sorted(REGISTRY)
 
 
 def _show(x) -> str:
@@ -208,14 +208,14 @@ def run_cases(label: str, fn: Callable, device=None, timeout: float | None = DEF
 
     Never raises for a wrong or missing answer; raises ValueError for an unknown label or a non-function.
     """
-    if label not in _REGISTRY:
+    if label not in REGISTRY:
         raise ValueError(f"no checker for exercise {label!r}; known exercises: {', '.join(labels())}")
     if not callable(fn):
         raise ValueError(f"pass the function itself (not its result) to the checker; got {type(fn).__name__}")
     if timeout is not None and not timeout > 0:
         raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
     device = torch.device("cpu" if device is None else device)
-    cases = _REGISTRY[label](device)
+    cases = REGISTRY[label](device)
     failures: list[tuple[str, str]] = []  # (case name, what went wrong)
     for index, case in enumerate(cases):
         # the expected result may be a view of an input: keep a copy of its own
