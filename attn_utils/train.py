@@ -63,19 +63,11 @@ def _check_training_set(data) -> None:
 
 
 def _batches(data, batch_size: int, seed: int):
-    """Training batches forever, epoch after epoch (each epoch reshuffled).
-
-    An epoch that yields no batch raises ``ValueError`` instead of looping forever.
-    """
-    _check_training_set(data)
+    """Training batches forever, epoch after epoch (each epoch reshuffled). The caller checks first
+    that there is a training pair (``_check_training_set``): over an empty loader this never yields."""
     loader = data.dataloader("train", batch_size=batch_size, seed=seed)
     while True:
-        count = 0
-        for batch in loader:
-            count += 1
-            yield batch
-        if count == 0:
-            raise ValueError(f"the training set is empty: its loader gave no batch ({data.summary()})")
+        yield from loader
 
 
 def train_seq2seq(model, data, *, lr: float = 5e-3, max_steps: int | None = None, time_budget: float | None = None,
