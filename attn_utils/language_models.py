@@ -47,6 +47,11 @@ class KVCache(NamedTuple):
     values: torch.Tensor
     length: int
 
+    @property
+    def nbytes(self) -> int:
+        """The memory the keys and values take."""
+        return self.keys.nbytes + self.values.nbytes
+
 
 class CausalLanguageModel(nn.Module):
     """A decoder-only (GPT-style) language model: ``logits, cache = model(X, cache=None)``.

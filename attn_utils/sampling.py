@@ -8,6 +8,8 @@
 * ``generate(model, prompt, max_new_tokens, ...)``: extend a prompt, feeding one token at a time to a
   key-value cache or re-running the whole sequence at every step.
 * ``time_generation`` and ``kv_cache_bytes``: what the cache saves in time, and what it costs in memory.
+* ``filled_cache`` and ``decode_steps``: decoding timed at a given context length, without reading a
+  prompt of that length first.
 """
 
 from __future__ import annotations
@@ -190,3 +192,27 @@ def time_generation(model, lengths, *, batch: int = 1, prompt_len: int = 1, repe
             print(f"{n:5d} tokens: cached {r['cached_s']:.3f} s, uncached {r['uncached_s']:.3f} s, "
                   f"speed-up {r['speedup']:.1f}x")
     return results
+
+
+def filled_cache(model, length: int, batch: int = 1):
+    """A ``CausalLanguageModel``'s cache as after ``length`` tokens, holding random keys and values (the
+    time of a decoding step does not depend on them): ``length`` positions, or the last ``window`` for a
+    model with a sliding window. Its ``nbytes`` is the memory such a cache takes."""
+    if isinstance(length, bool) or not isinstance(length, int) or length < 0:
+        raise ValueError(f"length must be an int >= 0, got {length!r}")
+    empty = model.empty_cache(batch)
+    kept = length if model.window is None else min(length, model.window)
+    shape = (*empty.keys.shape[:3], kept, empty.keys.shape[-1])  # (blocks, batch, kv heads, kept, head size)
+    random = dict(device=empty.keys.device, dtype=empty.keys.dtype)
+    return empty._replace(keys=torch.randn(shape, **random), values=torch.randn(shape, **random), length=length)
+
+
+@torch.no_grad()
+def decode_steps(model, cache, steps: int = 16):
+    """Feed ``steps`` greedy tokens one at a time after ``cache`` (the work of decoding at that context
+    length); returns the extended cache."""
+    token = torch.zeros(cache.keys.shape[1], 1, dtype=torch.long, device=cache.keys.device)
+    for _ in range(steps):
+        logits, cache = model(token, cache)
+        token = logits[:, -1:].argmax(-1)
+    return cache

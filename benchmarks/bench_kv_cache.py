@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import sys
 from pathlib import Path
 
 import torch
+from timing import write_record
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -68,10 +68,7 @@ def main():
                   "torch_version": torch.__version__, "date": datetime.date.today().isoformat(),
                   "config": {k: getattr(args, k) for k in ("vocab", "hiddens", "heads", "blocks", "batch", "repeats")},
                   "results": results}
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-        print(f"written to {out}")
+        write_record(args.out, record)
 
 
 if __name__ == "__main__":

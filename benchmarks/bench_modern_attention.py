@@ -17,16 +17,17 @@ mask, so it saves nothing there.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 import torch
+from timing import write_record
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from attn_utils import CausalLanguageModel, environment, get_device, interleaved_medians, kv_cache_bytes  # noqa: E402
+from attn_utils.sampling import decode_steps, filled_cache  # noqa: E402
 
 STEPS = 16
 
@@ -39,22 +40,6 @@ def decoders(vocab: int, hiddens: int, heads: int, blocks: int, window: int, dev
         built[name] = CausalLanguageModel(vocab, hiddens, 4 * hiddens, heads, blocks, positions="rotary",
                                           **options).to(device).eval()
     return built
-
-
-def filled_cache(model, n: int, device):
-    """A cache of n random positions (the last `window` of them for a windowed model), as after n tokens."""
-    empty = model.empty_cache(1)
-    kept = n if model.window is None else min(n, model.window)
-    shape = (*empty.keys.shape[:3], kept, empty.keys.shape[-1])  # (blocks, 1, kv heads, kept, head size)
-    return empty._replace(keys=torch.randn(shape, device=device), values=torch.randn(shape, device=device), length=n)
-
-
-@torch.no_grad()
-def decode(model, cache):
-    token = torch.zeros(1, 1, dtype=torch.long, device=cache.keys.device)
-    for _ in range(STEPS):
-        logits, cache = model(token, cache)
-        token = logits[:, -1:].argmax(-1)
 
 
 def main():
@@ -82,18 +67,18 @@ def main():
     print(f"{'n':>6} " + " ".join(f"{name + ' ms/token (ratio)':>30}" for name in names))
     decoding = []
     for n in args.contexts:
-        caches = {name: filled_cache(model, n, device) for name, model in models.items()}
+        caches = {name: filled_cache(model, n) for name, model in models.items()}
         for name, cache in caches.items():
-            measured = cache.keys.nbytes + cache.values.nbytes
+            measured = cache.nbytes
             expected = kv_cache_bytes(args.blocks, models[name].num_kv_heads, cache.keys.shape[3], head_dim)
             if measured != expected:
                 raise RuntimeError(f"{name}: the cache holds {measured} bytes, the formula says {expected}")
-        runs = [lambda name=name, caches=caches: decode(models[name], caches[name]) for name in names]
+        runs = [lambda name=name, caches=caches: decode_steps(models[name], caches[name], STEPS) for name in names]
         times = interleaved_medians(runs, device, repeats=args.repeats, warmup=1)
         row = {"n": n}
         for name, seconds in zip(names, times):
             row[name] = {"ms_per_token": 1e3 * seconds / STEPS, "ratio_to_mha": seconds / times[0],
-                         "cache_mib": (caches[name].keys.nbytes + caches[name].values.nbytes) / 2**20}
+                         "cache_mib": caches[name].nbytes / 2**20}
         decoding.append(row)
         print(f"{n:>6} " + " ".join(f"{row[name]['ms_per_token']:>20.2f} ({row[name]['ratio_to_mha']:.2f})"
                                     for name in names))
@@ -113,10 +98,7 @@ def main():
                   "config": {k: getattr(args, k) for k in ("vocab", "hiddens", "heads", "blocks", "window", "repeats")},
                   "decoding": decoding, "prefill": prefill,
                   "command": "python benchmarks/bench_modern_attention.py " + " ".join(sys.argv[1:])}
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-        print(f"written to {out}")
+        write_record(args.out, record)
 
 
 if __name__ == "__main__":

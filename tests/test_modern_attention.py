@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from attn_utils import CausalLanguageModel, time_generation
+from attn_utils import CausalLanguageModel, kv_cache_bytes, time_generation
 from attn_utils.alibi import alibi_bias
 from attn_utils.attention import DotProductAttention
 from attn_utils.causal_attention import POSITION_SCHEMES, causal_self_attention
@@ -17,6 +17,7 @@ from attn_utils.language_models import KVCache
 from attn_utils.masking import causal_mask, sliding_window_mask
 from attn_utils.multihead import MultiHeadAttention, repeat_kv_heads
 from attn_utils.rotary import apply_rotary
+from attn_utils.sampling import decode_steps, filled_cache
 
 G = torch.Generator().manual_seed
 
@@ -255,3 +256,16 @@ def test_time_generation_counts_the_shared_heads_and_the_window_in_the_cache_byt
         model = modern_lm(**options)
         row, = time_generation(model, [8], prompt_len=2, repeats=1)
         assert row["cache_bytes"] == 2 * 2 * heads * kept * 4 * 8  # keys and values, 2 blocks, float64
+
+
+@pytest.mark.parametrize("options, kept", [(dict(), 12), (dict(num_kv_heads=1), 12), (dict(window=5), 5)])
+def test_a_filled_cache_has_the_shape_of_length_tokens_and_decodes_on(options, kept):
+    model = modern_lm(positions="rotary", **options)
+    cache = filled_cache(model, 12, batch=2)
+    heads = options.get("num_kv_heads", 4)
+    assert cache.keys.shape == cache.values.shape == (2, 2, heads, kept, 4) and cache.length == 12
+    assert cache.nbytes == kv_cache_bytes(2, heads, kept, 4, batch=2, dtype=torch.float64)
+    after = decode_steps(model, cache, steps=3)
+    assert after.length == 15 and after.keys.shape[3] == (15 if "window" not in options else 5)
+    with pytest.raises(ValueError, match="length must be an int >= 0"):
+        filled_cache(model, -1)
