@@ -21,7 +21,7 @@ WEB := tools/web
 WEB_STAMP := $(WEB)/node_modules/.installed
 CHROMIUM ?= chromium
 
-.PHONY: help env web-assets browser check-site lint book book-strict test execute setup-cells student instructor clean
+.PHONY: help env web-assets browser check-site lint book book-strict test execute setup-cells student instructor words clean
 
 help:
 	@echo "make book         build the book into _build/html"
@@ -33,6 +33,7 @@ help:
 	@echo "make execute      re-run every notebook at the book budget and store its outputs (NB=path for one)"
 	@echo "make student      write the student edition (no solutions) into editions/student"
 	@echo "make instructor   write the full edition into editions/instructor"
+	@echo "make words        print each notebook's prose word count (the aim: at most 4,500)"
 	@echo "make setup-cells  rewrite each notebook's first (setup) cell from tools/notebook_setup.py"
 	@echo "make clean        remove the build (keeps .venv)"
 
@@ -94,6 +95,9 @@ execute: $(STAMP)
 student instructor: $(STAMP)
 	rm -rf editions/$@
 	$(BIN)/python -m tools.editions $@ --out editions/$@
+
+words: $(STAMP)
+	$(BIN)/python -m tools.word_count
 
 setup-cells: $(STAMP)
 	$(BIN)/python -m tools.notebook_setup --write
