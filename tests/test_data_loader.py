@@ -168,13 +168,18 @@ def test_local_copy_through_argument_and_environment(tmp_path, monkeypatch, caps
 # The entry point
 # ---------------------------------------------------------------------------------------------
 
-def test_auto_falls_back_to_the_grammar_corpus_in_one_line(tmp_path, capsys):
+def test_auto_falls_back_to_the_grammar_corpus_under_a_banner(tmp_path, capsys):
     data = load_translation_data(cache_dir=tmp_path)
     lines = capsys.readouterr().out.splitlines()
     assert data.source == "grammar" and data.sizes() == {"train": 2000, "val": 250, "test": 250}
-    assert lines[0].startswith("Tatoeba pairs unavailable (could not download")
-    assert "using the bundled English-French grammar corpus instead" in lines[0] and DATA_ENV_VAR in lines[0]
-    assert lines[1].startswith("grammar: train 2,000, val 250, test 250 pairs")
+    # A banner between two rules: why, what stands in (2,500 pairs), what it means for the text, the way out
+    assert lines[0] == lines[10] == "=" * 72 and lines[1] == "OFFLINE: the Tatoeba pairs are not available"
+    assert lines[2].startswith("  (could not download") and "no network in this test" in lines[2]
+    banner = " ".join(lines[3:10])
+    for said in ("grammar corpus instead: 2,500 generated", "Every number printed below comes from it",
+                 "the text describes the book's run on Tatoeba", "much higher BLEU", DATA_ENV_VAR, "data_path="):
+        assert said in banner
+    assert lines[11].startswith("grammar: train 2,000, val 250, test 250 pairs")
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(TatoebaUnavailable):
         load_translation_data("tatoeba", cache_dir=tmp_path, verbose=False)
