@@ -74,7 +74,8 @@ def make_mask(scores: torch.Tensor, valid_lens: torch.Tensor | None, *, within_k
     lengths or mask cannot apply to ``scores``, and with ``within_keys=True`` (what the attention
     layers and ``masked_softmax`` ask for) when a length exceeds the number of keys. The default
     keeps the old reading of such lengths, "all keys", for callers that pass a stand-in of other
-    width (``tiled_attention`` checks the shapes with one key column).
+    width (``tiled_attention`` checks the shapes with one key column, then calls
+    :func:`check_within_keys` itself).
     """
     if valid_lens is None:
         return None
@@ -109,14 +110,17 @@ def make_mask(scores: torch.Tensor, valid_lens: torch.Tensor | None, *, within_k
         )
     if valid_lens.numel() and bool((valid_lens < 0).any()):
         raise ValueError(f"valid_lens must be >= 0, got {valid_lens.tolist()}")
-    if within_keys and valid_lens.numel() and bool((valid_lens > scores.shape[-1]).any()):
-        # Lengths beyond the keys (or inf) are a caller's mistake, e.g. lengths of another batch:
-        # refuse them rather than read them as "all keys".
-        raise ValueError(
-            f"valid_lens must be at most the number of keys, {scores.shape[-1]}, got {valid_lens.tolist()}"
-        )
+    if within_keys:
+        check_within_keys(valid_lens, scores.shape[-1])
     lengths = lengths_as_row_shape(valid_lens, scores.shape)
     return lengths_to_mask(lengths, scores.shape[-1])
+
+
+def check_within_keys(valid_lens: torch.Tensor, num_keys: int) -> None:
+    """Refuse lengths beyond the number of keys (or inf): a caller's mistake, e.g. lengths of another
+    batch, rather than a request for "all keys"."""
+    if valid_lens.numel() and bool((valid_lens > num_keys).any()):
+        raise ValueError(f"valid_lens must be at most the number of keys, {num_keys}, got {valid_lens.tolist()}")
 
 
 def masked_softmax(X: torch.Tensor, valid_lens: torch.Tensor | None = None) -> torch.Tensor:

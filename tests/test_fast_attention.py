@@ -367,6 +367,12 @@ def test_bad_shapes_and_masks():
         tiled_attention(q, q, q, torch.tensor([1, 2, 3]))
     with pytest.raises(ValueError, match="must be >= 0"):
         tiled_attention(q, q, q, torch.tensor([1, -2]))
+    # lengths beyond the 4 keys (another batch's, or inf) are refused, as by the attention layers
+    for too_long in (torch.tensor([4, 5]), torch.tensor([float("inf"), 2.0]), torch.tensor([[1, 2, 3, 9]] * 2)):
+        with pytest.raises(ValueError, match="valid_lens must be at most the number of keys, 4"):
+            tiled_attention(q, q, q, too_long)
+    torch.testing.assert_close(tiled_attention(q, q, q, torch.tensor([4, 2]))[0],
+                               masked_softmax(q @ q.transpose(1, 2) / math.sqrt(3), torch.tensor([4, 2])) @ q)
     with pytest.raises(ValueError, match="online_softmax expects floating-point"):
         online_softmax(torch.tensor([1, 2]))
     with pytest.raises(ValueError, match="must be a tensor"):
