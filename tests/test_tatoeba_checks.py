@@ -59,6 +59,19 @@ def test_the_first_malformed_line_is_reported(tmp_path):
         load_translation_data("tatoeba", data_path=tmp_path, verbose=False)
 
 
+def test_a_file_cut_short_mid_sentence_loses_and_names_its_last_line(tmp_path):
+    cut = SMALL + "I lost my\tJ'ai perdu m"  # a copy interrupted in the middle of a line
+    corpus = load_tatoeba(_write(tmp_path, cut.encode()), verbose=False)
+    assert len(corpus) == 4 and corpus.tgt[-1] == ["cours", "!"] and corpus.malformed == 1
+    assert corpus.first_malformed == ("line 5: \"I lost my\\tJ'ai perdu m\" (no line break after it: the file was cut "
+                                      "short here; copy or download it again)")
+    # an earlier malformed line stays the first one shown; every line ending with a break is whole
+    corpus = parse_pairs("no tab\n" + cut, ends_with_newline=True)
+    assert corpus.malformed == 2 and corpus.first_malformed.startswith("line 1: 'no tab'")
+    assert parse_pairs(SMALL + "  ", ends_with_newline=True).malformed == 0
+    assert len(parse_pairs(cut)) == 5  # the bundled corpora are generated text: no such rule
+
+
 def test_swapped_columns_are_detected(tmp_path):
     lines = synthetic_fra_text(100).splitlines()
     swapped = "".join("\t".join(line.split("\t")[:2][::-1]) + "\n" for line in lines)

@@ -180,7 +180,7 @@ def load_tatoeba(data_path: str | os.PathLike | None = None, cache_dir: str | os
     path, origin = locate(data_path, cache_dir, url, sha1)
     if origin != "the download cache":  # the cache checks its copy itself
         check_local_zip(path, sha1)
-    corpus = parse_pairs(read_pairs_text(path), name="tatoeba")
+    corpus = parse_pairs(read_pairs_text(path), name="tatoeba", ends_with_newline=True)
     if len(corpus) == 0 or corpus.malformed > len(corpus):
         raise ValueError(f"{path.name}: {corpus.malformed:,} malformed line(s) against {len(corpus):,} pair(s), the "
                          f"first at {corpus.first_malformed or '(none)'}; each line must be English<TAB>French, "

@@ -4,7 +4,8 @@ A line of a pair file is ``English<TAB>French``, optionally followed by a third 
 full Tatoeba export carries an attribution there), which is ignored. Lines that do not have
 two or three tab-separated fields, or whose English or French is empty, are malformed: they
 are skipped and counted, never silently dropped, and the first of them is kept to be shown
-(``ParallelCorpus.first_malformed``). A byte-order mark at the start of the text is dropped.
+(``ParallelCorpus.first_malformed``). A byte-order mark at the start of the text is dropped. In
+a Tatoeba file a last line without a line break was cut short, mid-sentence, and is malformed too.
 """
 
 from __future__ import annotations
@@ -91,17 +92,25 @@ def format_alignment(links) -> str:
     return " ".join(f"{i}-{j}" for i, j in links)
 
 
-def parse_pairs(text: str, name: str = "", with_alignments: bool = False) -> ParallelCorpus:
+def parse_pairs(text: str, name: str = "", with_alignments: bool = False,
+                ends_with_newline: bool = False) -> ParallelCorpus:
     """Read ``English<TAB>French[<TAB>third column]`` lines into a preprocessed ``ParallelCorpus``.
 
     Blank lines are ignored. With ``with_alignments=True`` the third column holds the gold
     alignment (``"i-j ..."``) and is required; otherwise a third column (Tatoeba's attribution)
-    is ignored. Malformed lines are skipped and counted in ``.malformed``.
+    is ignored. Malformed lines are skipped and counted in ``.malformed``. With
+    ``ends_with_newline=True`` (a file that ends every line with a line break, as d2l's does), a last
+    line without one was cut short in copying or downloading, mid-sentence: it is malformed too.
     """
     if text.startswith("\ufeff"):  # a byte-order mark (Windows editors write one): not part of the first word
         text = text[1:]
     src, tgt, aligns = [], [], []
     malformed, first_malformed = 0, ""
+    cut_short = ""
+    if ends_with_newline and text.rsplit("\n", 1)[-1].strip():
+        cut_short = _show_line(text, text.count("\n") + 1, "no line break after it: the file was cut short "
+                               "here; copy or download it again")
+        text = text.rsplit("\n", 1)[0] if "\n" in text else ""
     # One pass over the whole text is several times faster than one per field, and gives the same
     # tokens: a space it inserts after a tab or a line break is dropped by the tokenizer. Lines end
     # at "\n" only, as in d2l (a "\r" before it is whitespace to the tokenizer).
@@ -123,6 +132,8 @@ def parse_pairs(text: str, name: str = "", with_alignments: bool = False) -> Par
         tgt.append(french)
         if with_alignments:
             aligns.append(parse_alignment(fields[2]))
+    if cut_short:
+        malformed, first_malformed = malformed + 1, first_malformed or cut_short
     return ParallelCorpus(src, tgt, aligns if with_alignments else None, malformed, name, first_malformed)
 
 
