@@ -41,7 +41,8 @@ shared: translation data (chapters       ``data.loader``, ``data.tatoeba``,
                                          ``data.cache``, ``data.paths``,
                                          ``data.grammar``, ``data.dates``,
                                          ``data.bundled``, ``data.generate``
-shared: figures, widgets, measurements   ``plot``, ``widgets``, ``measure``
+shared: figures, widgets, measurements   ``plot``, ``widgets``, ``measure``,
+                                         ``diagrams``
 shared: exercise checking                                                             ``exercises.core``
 =======================================  ===========================================  ==========================
 """
