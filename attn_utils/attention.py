@@ -38,6 +38,7 @@ from .scoring import (
     additive_score,
     concat_score,
     cosine_score,
+    distance_score,
     dot_score,
     general_score,
     location_score,
@@ -225,13 +226,17 @@ class AdditiveAttention(ScoredAttention):
     """Additive (Bahdanau) attention, ``w_v^T tanh(W_q q + W_k k)``; d2l's signature and parameter names.
 
     Query and key sizes may differ; ``W_q``, ``W_k`` and ``w_v`` are lazy, sized at the first call.
+    The state dict holds ``W_k.weight``, ``W_q.weight`` and ``w_v.weight``, as d2l's layer does.
+    ``bias=True`` gives ``W_q`` a bias vector ``b`` (one more key, ``W_q.bias``), so the score is
+    ``w_v^T tanh(W_q q + b + W_k k)``: without it the score is odd, ``s(-q, -k) = -s(q, k)``
+    (chapter 3 shows what that costs on data that look the same with every sign flipped).
     """
 
-    def __init__(self, num_hiddens: int, dropout: float, **kwargs):
+    def __init__(self, num_hiddens: int, dropout: float, bias: bool = False, **kwargs):
         super().__init__(dropout, **kwargs)
         check_positive_int("num_hiddens", num_hiddens)
         self.W_k = nn.LazyLinear(num_hiddens, bias=False)
-        self.W_q = nn.LazyLinear(num_hiddens, bias=False)
+        self.W_q = nn.LazyLinear(num_hiddens, bias=bias)
         self.w_v = nn.LazyLinear(1, bias=False)
 
     def score(self, queries, keys):
@@ -257,7 +262,7 @@ class GeneralAttention(LazyModuleMixin, ScoredAttention):
     def initialize_parameters(self, queries, keys, values, *args, **kwargs) -> None:
         """Called by the lazy-module hook before the first forward: size ``W_a`` from the inputs."""
         if self.has_uninitialized_params():
-            check_attention_inputs(queries, keys, values, what="GeneralAttention")
+            check_attention_inputs(queries, keys, values, what=type(self).__name__)
             with torch.no_grad():
                 self.W_a.materialize((queries.shape[-1], keys.shape[-1]))
                 nn.init.kaiming_uniform_(self.W_a, a=math.sqrt(5))  # as nn.Linear: U(+-1/sqrt(key_size))
@@ -267,16 +272,31 @@ class GeneralAttention(LazyModuleMixin, ScoredAttention):
 
 
 class ConcatAttention(ScoredAttention):
-    """Luong's concat attention, ``v_a^T tanh(W_a [q; k])`` (Bahdanau's additive form with one matrix)."""
+    """Luong's concat attention, ``v_a^T tanh(W_a [q; k])`` (Bahdanau's additive form with one matrix).
 
-    def __init__(self, num_hiddens: int, dropout: float = 0.0, **kwargs):
+    The state dict holds ``W_a.weight`` and ``v_a.weight``; ``bias=True`` adds ``W_a.bias``, the
+    same as ``AdditiveAttention(bias=True)``'s ``W_q.bias``.
+    """
+
+    def __init__(self, num_hiddens: int, dropout: float = 0.0, bias: bool = False, **kwargs):
         super().__init__(dropout, **kwargs)
         check_positive_int("num_hiddens", num_hiddens)
-        self.W_a = nn.LazyLinear(num_hiddens, bias=False)
+        self.W_a = nn.LazyLinear(num_hiddens, bias=bias)
         self.v_a = nn.LazyLinear(1, bias=False)
 
     def score(self, queries, keys):
         return concat_score(queries, keys, self.W_a, self.v_a)
+
+
+class DistanceAttention(GeneralAttention):
+    """A learned distance score, ``-|q - W_a k|^2``: chapter 2's Gaussian kernel (up to a factor 1/2)
+    with the keys mapped into the query space by ``W_a`` (query_size, key_size), sized at the first
+    call as in :class:`GeneralAttention`. It is the general score ``2 q^T W_a k`` minus ``|W_a k|^2``
+    (and ``|q|^2``, which the softmax ignores): a key does not win by being long.
+    """
+
+    def score(self, queries, keys):
+        return distance_score(queries, keys, self.W_a)
 
 
 class CosineAttention(ScoredAttention):

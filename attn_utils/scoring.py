@@ -12,6 +12,7 @@ general        q^T W_a k                              Luong et al. (2015)
 concat         v_a^T tanh(W_a [q; k])                 Luong et al. (2015)
 cosine         beta * q^T k / (|q| |k|)               Graves et al. (2014)
 location       (W_a q)_j, ignoring the keys' content  Luong et al. (2015)
+distance       -|q - W_a k|^2                         chapter 2's Gaussian kernel, learned
 =============  =====================================  ==================================
 
 Learned maps (``W_q``, ``v_a``, ...) are passed as callables, e.g. ``nn.Linear`` modules, so the
@@ -108,3 +109,18 @@ def location_score(queries: torch.Tensor, num_keys: int, W_a: Map) -> torch.Tens
             f"location scoring was built for at most {scores.shape[-1]} keys (max_keys), got {num_keys} keys"
         )
     return scores[..., :num_keys]  # (..., Q, K)
+
+
+def distance_score(queries: torch.Tensor, keys: torch.Tensor, W_a: torch.Tensor) -> torch.Tensor:
+    """``-|q - W_a k|^2``: chapter 2's Gaussian-kernel score (up to the factor 1/2) after mapping each
+    key into the query space with ``W_a`` of shape (query_size, key_size).
+
+    Computed as ``2 q^T W_a k - |q|^2 - |W_a k|^2`` (the general score minus two squared lengths),
+    without a (..., Q, K, query_size) tensor of differences. Unlike the additive and concat scores
+    without bias, it is even: ``s(-q, -k) = s(q, k)``.
+    """
+    cross = general_score(queries, keys, W_a)  # checks the shapes; (..., Q, K)
+    mapped = keys @ W_a.transpose(0, 1)  # (..., K, dk) @ (dk, dq) -> (..., K, dq): W_a k for every key
+    q_sq = queries.square().sum(-1, keepdim=True)  # (..., Q, 1)
+    k_sq = mapped.square().sum(-1).unsqueeze(-2)  # (..., 1, K)
+    return 2 * cross - q_sq - k_sq  # (..., Q, K)

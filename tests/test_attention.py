@@ -17,6 +17,7 @@ from attn_utils import (
     AdditiveAttention,
     ConcatAttention,
     CosineAttention,
+    DistanceAttention,
     DotProductAttention,
     GeneralAttention,
     LocationAttention,
@@ -33,6 +34,9 @@ FACTORIES = {
     "concat": lambda: ConcatAttention(5),
     "cosine": lambda: CosineAttention(beta=3.0),
     "location": lambda: LocationAttention(MAX_KEYS),
+    "additive_bias": lambda: AdditiveAttention(5, 0.0, bias=True),
+    "concat_bias": lambda: ConcatAttention(5, bias=True),
+    "distance": lambda: DistanceAttention(),
 }
 SAME_SIZE = {"dot", "dot_explicit", "cosine"}
 
@@ -88,6 +92,16 @@ def pair_score(name, layer):
     if name == "location":
         W_a = _rows(layer.W_a.weight)
         return lambda q, k, j: dot(W_a[j], q)
+    if name == "additive_bias":
+        W_q, W_k, w_v = _rows(layer.W_q.weight), _rows(layer.W_k.weight), _rows(layer.w_v.weight)[0]
+        b = layer.W_q.bias.detach().double().tolist()
+        return lambda q, k, j: dot(w_v, [math.tanh(a + c + d) for a, c, d in zip(mv(W_q, q), b, mv(W_k, k))])
+    if name == "concat_bias":
+        W_a, v_a, b = _rows(layer.W_a.weight), _rows(layer.v_a.weight)[0], layer.W_a.bias.detach().double().tolist()
+        return lambda q, k, j: dot(v_a, [math.tanh(z + c) for z, c in zip(mv(W_a, q + k), b)])
+    if name == "distance":
+        W_a = _rows(layer.W_a)
+        return lambda q, k, j: -sum((a - c) ** 2 for a, c in zip(q, mv(W_a, k)))
     raise KeyError(name)
 
 
@@ -659,3 +673,57 @@ def test_finite_inputs_whose_sum_overflows_still_give_the_exact_result():
     out = _both_paths(queries, keys, values, valid_lens)
     assert out.isfinite().all()
     torch.testing.assert_close(out, masked_softmax(queries @ keys.mT / 2, valid_lens) @ values)  # d = 4
+
+
+# --- the bias option of the additive and concat layers, and the distance layer ------------------
+
+def test_bias_is_off_by_default_and_adds_one_vector_to_W_q():
+    q, k, v = _d2l_inputs()
+    plain, biased = AdditiveAttention(8, 0.0), AdditiveAttention(8, 0.0, bias=True)
+    plain(q, k, v), biased(q, k, v)
+    assert plain.W_q.bias is None and sorted(plain.state_dict()) == ["W_k.weight", "W_q.weight", "w_v.weight"]
+    assert sorted(biased.state_dict()) == ["W_k.weight", "W_q.bias", "W_q.weight",
+                                           "w_v.weight"]
+    assert biased.W_q.bias.shape == (8,) and biased.W_k.bias is None and biased.w_v.bias is None
+    concat = ConcatAttention(8, bias=True)
+    concat(q, k, v)
+    assert sorted(concat.state_dict()) == ["W_a.bias", "W_a.weight", "v_a.weight"]
+    assert sorted(ConcatAttention(8).state_dict()) == ["W_a.weight", "v_a.weight"]
+
+
+def test_concat_with_bias_equals_additive_with_bias():
+    q, k, v = _d2l_inputs()  # query size 6, key size 4
+    concat = ConcatAttention(8, bias=True).eval()
+    out = concat(q, k, v, torch.tensor([3, 7]))
+    W = concat.W_a.weight.detach()
+    additive = AdditiveAttention(8, 0.0, bias=True).eval()
+    additive.load_state_dict({"W_q.weight": W[:, :6], "W_q.bias": concat.W_a.bias.detach(),
+                              "W_k.weight": W[:, 6:], "w_v.weight": concat.v_a.weight.detach()})
+    torch.testing.assert_close(additive(q, k, v, torch.tensor([3, 7])), out)
+
+
+@pytest.mark.parametrize("name, parity", [("additive", -1), ("concat", -1), ("general", 1), ("distance", 1)])
+def test_scores_without_bias_are_odd_or_even(name, parity):
+    # s(-q, -k) = -s(q, k) for additive and concat without bias; general and distance are even.
+    layer = build(name)
+    q, k, _ = inputs(name)
+    torch.testing.assert_close(layer.score(-q, -k), parity * layer.score(q, k))
+
+
+@pytest.mark.parametrize("name", ["additive_bias", "concat_bias"])
+def test_a_bias_breaks_the_odd_symmetry(name):
+    layer = build(name)
+    q, k, _ = inputs(name)
+    assert not torch.allclose(layer.score(-q, -k), -layer.score(q, k))
+
+
+def test_distance_attention_takes_a_general_layers_matrix():
+    q, k, v = _d2l_inputs()
+    general = GeneralAttention()
+    general(q, k, v)
+    distance = DistanceAttention()
+    distance.load_state_dict(general.state_dict())
+    distance(q, k, v)
+    W = general.W_a.detach()
+    expected = -((q[:, :, None, :] - (k @ W.T)[:, None, :, :]) ** 2).sum(-1)  # (batch, Q, K)
+    torch.testing.assert_close(distance.attention_weights, torch.softmax(expected, dim=-1))

@@ -10,7 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from attn_utils.scoring import additive_score, concat_score, cosine_score, dot_score, general_score, location_score
+from attn_utils.scoring import (
+    additive_score,
+    concat_score,
+    cosine_score,
+    distance_score,
+    dot_score,
+    general_score,
+    location_score,
+)
 
 
 def linear(weight) -> nn.Linear:
@@ -163,3 +171,31 @@ def test_integer_queries_or_keys_are_refused(dtype):
 
 def test_dot_score_with_no_features_is_zero_not_zero_division():
     assert torch.equal(dot_score(torch.randn(2, 3, 0), torch.randn(2, 5, 0)), torch.zeros(2, 3, 5))
+
+
+def test_distance_by_hand():
+    # W_a maps keys of size 2 into the query space of size 3; the score is -|q - W_a k|^2.
+    W_a = [[1.0, 0.0], [0.0, 2.0], [1.0, -1.0]]
+    queries = [[1.0, 2.0, 0.0], [0.0, 0.0, 0.0]]
+    keys = [[1.0, 1.0], [0.0, 0.5], [2.0, -1.0]]
+    # W_a k = (1, 2, 0), (0, 1, -0.5), (2, -2, 3); for the first query: 0, -(1 + 1 + 0.25), -(1 + 16 + 9)
+    expected = [[0.0, -2.25, -26.0], [-5.0, -1.25, -17.0]]
+    assert expected == [[-sum((a - b) ** 2 for a, b in zip(q, matvec(W_a, k))) for k in keys] for q in queries]
+    scores = distance_score(torch.tensor(queries).double(), torch.tensor(keys).double(), torch.tensor(W_a).double())
+    torch.testing.assert_close(scores, torch.tensor(expected, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"W_a must have shape \(query_size, key_size\) = \(3, 2\)"):
+        distance_score(torch.randn(2, 3), torch.randn(3, 2), torch.randn(2, 3))
+
+
+def test_additive_and_concat_without_bias_are_odd():
+    gen = torch.Generator().manual_seed(0)
+    q, k = torch.randn(2, 3, 4, generator=gen, dtype=torch.float64), torch.randn(2, 5, 3, generator=gen,
+                                                                                   dtype=torch.float64)
+    W_q, W_k, w_v = linear(torch.randn(6, 4, generator=gen)), linear(torch.randn(6, 3, generator=gen)), linear(
+        torch.randn(1, 6, generator=gen))
+    W_a = linear(torch.randn(6, 7, generator=gen))
+    torch.testing.assert_close(additive_score(-q, -k, W_q, W_k, w_v), -additive_score(q, k, W_q, W_k, w_v))
+    torch.testing.assert_close(concat_score(-q, -k, W_a, w_v), -concat_score(q, k, W_a, w_v))
+    W = torch.randn(4, 3, generator=gen, dtype=torch.float64)
+    torch.testing.assert_close(general_score(-q, -k, W), general_score(q, k, W))  # even
+    torch.testing.assert_close(distance_score(-q, -k, W), distance_score(q, k, W))  # even
