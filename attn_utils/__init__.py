@@ -79,6 +79,7 @@ from .kernel_regression import true_function as true_function
 from .attention import AdditiveAttention as AdditiveAttention
 from .attention import ConcatAttention as ConcatAttention
 from .attention import CosineAttention as CosineAttention
+from .attention import DistanceAttention as DistanceAttention
 from .attention import DotProductAttention as DotProductAttention
 from .attention import GeneralAttention as GeneralAttention
 from .attention import LocationAttention as LocationAttention
