@@ -223,15 +223,16 @@ def bias_variance(widths, n: int = 50, repeats: int = 200, kernel: str = "gaussi
 
 
 def error_vs_n(ns, width, repeats: int = 100, kernel: str = "gaussian", noise: float = 0.5, seed: int = 0,
-               num_queries: int = 101):
+               num_queries: int = 101, low: float = 0.0, high: float = 5.0):
     """Mean squared error against ``true_function`` as the number of examples n grows.
 
     ``width`` is a number (the same bandwidth for every n) or a function ``n -> width`` (e.g. a
     bandwidth that shrinks like ``n ** -0.2``). Returns one dict per n with ``n``, ``width``,
-    ``mse``. Computed in float64 over ``repeats`` data sets per n.
+    ``mse``. Computed in float64 over ``repeats`` data sets per n, at ``num_queries`` evenly spaced
+    queries in [``low``, ``high``] (the data always cover [0, 5]: [1, 4] leaves out the boundary).
     """
     generator = torch.Generator().manual_seed(seed)
-    queries = torch.linspace(0, 5, num_queries, dtype=torch.float64).unsqueeze(0)  # (1, Q)
+    queries = torch.linspace(low, high, num_queries, dtype=torch.float64).unsqueeze(0)  # (1, Q)
     truth = true_function(queries[0])
     rows = []
     for n in ns:
