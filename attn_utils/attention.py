@@ -240,13 +240,21 @@ class AdditiveAttention(ScoredAttention):
         self.w_v = nn.LazyLinear(1, bias=False)
 
     def score(self, queries, keys):
-        if not isinstance(self.W_q.weight, nn.parameter.UninitializedParameter):
-            built = (self.W_q.weight.shape[1], self.W_k.weight.shape[1])  # in_features stays 0 after load_state_dict
-            if (queries.shape[-1], keys.shape[-1]) != built:
-                raise ValueError(f"AdditiveAttention was built (at its first call) for queries of size {built[0]} "
-                                 f"and keys of size {built[1]}, got queries {tuple(queries.shape)} and keys "
-                                 f"{tuple(keys.shape)}; use a new layer for other sizes")
+        check_built_for(self, self.W_q, queries.shape[-1], "queries of size", queries, keys)
+        check_built_for(self, self.W_k, keys.shape[-1], "keys of size", queries, keys)
         return additive_score(queries, keys, self.W_q, self.W_k, self.w_v)
+
+
+def check_built_for(layer: nn.Module, linear: nn.Module, size: int, what: str, queries, keys) -> None:
+    """A lazy ``linear`` map of ``layer`` took its input size at the first call: refuse inputs of another
+    size with a message naming both, rather than torch's "mat1 and mat2 shapes cannot be multiplied"."""
+    if isinstance(linear.weight, nn.parameter.UninitializedParameter):
+        return
+    built = linear.weight.shape[1]  # not linear.in_features, which stays 0 after load_state_dict
+    if size != built:
+        raise ValueError(f"{type(layer).__name__} was built (at its first call) for {what} {built}, got {size} "
+                         f"(queries {tuple(queries.shape)}, keys {tuple(keys.shape)}); use a new layer for "
+                         "other sizes")
 
 
 class GeneralAttention(LazyModuleMixin, ScoredAttention):
@@ -285,6 +293,8 @@ class ConcatAttention(ScoredAttention):
         self.v_a = nn.LazyLinear(1, bias=False)
 
     def score(self, queries, keys):
+        check_built_for(self, self.W_a, queries.shape[-1] + keys.shape[-1], "query and key sizes adding up to",
+                        queries, keys)
         return concat_score(queries, keys, self.W_a, self.v_a)
 
 
@@ -329,4 +339,5 @@ class LocationAttention(ScoredAttention):
         self.W_a = nn.LazyLinear(max_keys, bias=False)
 
     def score(self, queries, keys):
+        check_built_for(self, self.W_a, queries.shape[-1], "queries of size", queries, keys)
         return location_score(queries, keys.shape[-2], self.W_a)

@@ -658,12 +658,21 @@ def test_non_positive_sizes_are_refused(call, message):
         call()
 
 
-def test_additive_names_the_sizes_it_was_built_for():
-    layer = AdditiveAttention(8, 0.0)
+BUILT = r" was built \(at its first call\) for "
+
+
+@pytest.mark.parametrize("layer, sizes, message", [
+    (AdditiveAttention(8, 0.0), (7, 5), "AdditiveAttention" + BUILT + "queries of size 3, got 7"),
+    (AdditiveAttention(8, 0.0), (3, 2), "AdditiveAttention" + BUILT + "keys of size 5, got 2"),
+    (ConcatAttention(8), (3, 6), "ConcatAttention" + BUILT + "query and key sizes adding up to 8, got 9"),
+    (LocationAttention(4), (2, 5), "LocationAttention" + BUILT + "queries of size 3, got 2"),
+])
+def test_lazy_layers_name_the_sizes_they_were_built_for(layer, sizes, message):
     layer(torch.randn(1, 2, 3), torch.randn(1, 4, 5), torch.randn(1, 4, 6))
-    with pytest.raises(ValueError, match=r"built \(at its first call\) for queries of size 3 and keys of size 5, "
-                                         r"got queries \(1, 2, 7\) and keys \(1, 4, 5\)"):
-        layer(torch.randn(1, 2, 7), torch.randn(1, 4, 5), torch.randn(1, 4, 6))
+    d_q, d_k = sizes
+    with pytest.raises(ValueError, match=message + r" \(queries \(1, 2, " + str(d_q) + r"\), keys \(1, 4, " + str(d_k)
+                       + r"\)\); use a new layer for other sizes"):
+        layer(torch.randn(1, 2, d_q), torch.randn(1, 4, d_k), torch.randn(1, 4, 6))
 
 
 def test_finite_inputs_whose_sum_overflows_still_give_the_exact_result():

@@ -13,7 +13,7 @@ import torch
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from attn_utils import AdditiveAttention, DotProductAttention, masked_softmax
+from attn_utils import AdditiveAttention, ConcatAttention, DotProductAttention, LocationAttention, masked_softmax
 from attn_utils.multihead import MultiHeadAttention
 
 FUZZ = settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
@@ -115,12 +115,18 @@ def test_dot_product_attention_returns_finite_output_or_raises_value_error(fused
     check(lambda: layer(queries, keys, values, lens), shape)
 
 
+# The lazy layers that take queries and keys of different sizes, each built from one size argument
+LAZY_LAYERS = {"additive": lambda n: AdditiveAttention(n, 0.0), "additive with bias": lambda n: AdditiveAttention(
+               n, 0.0, bias=True), "concat": ConcatAttention, "location": lambda n: LocationAttention(n)}
+
+
+@pytest.mark.parametrize("kind", list(LAZY_LAYERS))
 @FUZZ
-@given(st.sampled_from([4] * 4 + [1, 7, 0, -1]), problems(), st.sampled_from(["once", "same", "other"]))
-def test_additive_attention_returns_finite_output_or_raises_value_error(num_hiddens, problem, earlier):
+@given(st.sampled_from([5] * 4 + [1, 7, 0, -1]), problems(), st.sampled_from(["once", "same", "other"]))
+def test_lazy_attention_layers_return_finite_output_or_raise_value_error(kind, num_hiddens, problem, earlier):
     queries, keys, values, lens, shape = problem
     try:
-        layer = AdditiveAttention(num_hiddens, 0.0).eval()
+        layer = LAZY_LAYERS[kind](num_hiddens).eval()
     except ValueError:
         assert num_hiddens < 1
         return
@@ -129,8 +135,8 @@ def test_additive_attention_returns_finite_output_or_raises_value_error(num_hidd
     if earlier != "once" and all(isinstance(X, torch.Tensor) and X.dim() == 3 for X in (queries, keys)):
         # an earlier call builds the layer for its sizes: the same as this call's, or others
         d_q, d_k = (queries.shape[-1], keys.shape[-1]) if earlier == "same" else (3, 2)
-        layer(torch.randn(1, 2, d_q, dtype=queries.dtype), torch.randn(1, 4, d_k, dtype=queries.dtype),
-              torch.randn(1, 4, 1, dtype=queries.dtype))
+        check(lambda: layer(torch.randn(1, 2, d_q, dtype=queries.dtype), torch.randn(1, 4, d_k, dtype=queries.dtype),
+                            torch.randn(1, 4, 1, dtype=queries.dtype)), (1, 2, 1))
     check(lambda: layer(queries, keys, values, lens), shape)
 
 
