@@ -14,8 +14,9 @@ distance penalty, for instance); masked keys stay masked whatever their bias.
 
 Non-finite inputs follow one rule on every path (fused or explicit, see :mod:`attn_utils.masking`):
 keys and values a query cannot see (masked, or with a -inf score) never change its output, even if
-they hold NaN or inf; a NaN that a query does use (in its own features, a visible key or value, the
-bias) gives NaN in that query's output, never a silent zero; a +inf score makes the query's output
+they hold NaN or inf (nor any gradient, when no query of the batch sees them: padding); a NaN
+that a query does use (in its own features, a visible key or value, the bias) gives NaN in that
+query's output, never a silent zero; a +inf score makes the query's output
 NaN (it is not read as "all the weight on that key"), a -inf score masks that key, and an inf in a
 visible value gives NaN in that feature; a fully masked query gives zeros.
 
@@ -74,9 +75,25 @@ class ScoredAttention(nn.Module):
     def forward(self, queries, keys, values, valid_lens=None, bias=None):
         check_attention_inputs(queries, keys, values, self.same_size, type(self).__name__)
         check_weights_dtype(self, queries, type(self).__name__)
+        keys = hide_unseen_keys(queries, keys, valid_lens)
         scores = add_bias(self.score(queries, keys), bias)  # (batch, Q, K)
         self.attention_weights, visible = masked_softmax_visible(scores, valid_lens)
         return weighted_values(self.dropout(self.attention_weights), values, visible)
+
+
+def hide_unseen_keys(queries: torch.Tensor, keys: torch.Tensor, valid_lens) -> torch.Tensor:
+    """``keys`` with NaN and inf replaced by 0 in the keys that no query may see (padding, say).
+
+    The forward pass never uses such a key, but the backward pass would multiply its zero score
+    gradient by it, and 0 * NaN = NaN in the gradient of every query. (A non-finite key that some
+    query does see still makes the gradients of the others NaN: its output is NaN anyway.) Costs one
+    sum of the keys when they are all finite."""
+    if valid_lens is None or _all_finite(keys):
+        return keys
+    scores = torch.empty((), device=keys.device).expand(*queries.shape[:-1], keys.shape[-2])  # shape only
+    mask = make_mask(scores, valid_lens, within_keys=True)  # (..., Q or 1, K) broadcastable to the scores
+    seen = mask.any(dim=-2).unsqueeze(-1)  # (..., K, 1): does any query see key j?
+    return torch.where(seen | keys.isfinite(), keys, torch.zeros((), dtype=keys.dtype, device=keys.device))
 
 
 def weighted_values(weights: torch.Tensor, values: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
@@ -138,7 +155,7 @@ def fused_dot_product_attention(queries, keys, values, valid_lens=None, scale: f
     """
     finite_bias = bias is None or not isinstance(bias, torch.Tensor) or bool((bias < float("inf")).all())
     if not (finite_bias and _all_finite(queries, keys, values)):
-        scores = add_bias(dot_score(queries, keys, scale), bias)
+        scores = add_bias(dot_score(queries, hide_unseen_keys(queries, keys, valid_lens), scale), bias)
         weights, visible = masked_softmax_visible(scores, valid_lens)
         return weighted_values(weights, values, visible)
     # A stride-0 stand-in for the (..., Q, K) scores, only so make_mask can read their shape.

@@ -566,6 +566,28 @@ def test_nan_or_inf_in_padded_keys_or_values_changes_nothing_on_both_paths(where
     torch.testing.assert_close(_both_paths(*args, valid_lens), expected)
 
 
+@pytest.mark.parametrize("make", [lambda: DotProductAttention(0.0), lambda: DotProductAttention(0.0, fused=False),
+                                  lambda: AdditiveAttention(8, 0.0)], ids=["fused", "explicit", "additive"])
+@pytest.mark.parametrize("where", ["keys", "values"])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_nan_or_inf_in_padded_keys_or_values_changes_no_gradient(make, where, bad):
+    # Backward multiplies a masked key's zero score gradient by the key: 0 * NaN would be NaN in every
+    # query's gradient (and in W_k's), although the forward pass never uses that key.
+    def gradients(corrupted):
+        torch.manual_seed(1)
+        layer = make().eval()
+        queries, keys, values, valid_lens = (t.clone() for t in _clean_inputs())
+        if corrupted:
+            (keys if where == "keys" else values)[0, 3:] = bad  # the padding of sequence 0 (valid length 3)
+        for t in (queries, keys, values):
+            t.requires_grad_()
+        (layer(queries, keys, values, valid_lens) * torch.arange(6.0)).sum().backward()
+        return [queries.grad, keys.grad[:, :3], values.grad[:, :3]] + [p.grad for p in layer.parameters()]
+
+    for clean, corrupted in zip(gradients(False), gradients(True)):
+        torch.testing.assert_close(corrupted, clean)
+
+
 def test_nan_in_a_causally_masked_value_changes_nothing():
     queries, keys, values, _ = _clean_inputs()
     mask = torch.ones(3, 5, dtype=torch.bool).tril(2)  # query i sees keys 0..i+2
