@@ -276,3 +276,10 @@ def test_bandwidth_explorer_builds_a_menu_and_a_slider():
     menu, slider = box.children[0].children
     assert menu.value == "boxcar" and list(menu.options) == list(KERNELS)
     assert slider.value == pytest.approx(0.3)
+
+
+def test_error_vs_n_over_the_interior_leaves_out_the_boundary_bias():
+    # A wide window is biased most at the ends of [0, 5], where it sees examples on one side only.
+    whole = error_vs_n([200], 0.5, repeats=20, seed=0)[0]["mse"]
+    inside = error_vs_n([200], 0.5, repeats=20, seed=0, low=1.0, high=4.0)[0]["mse"]
+    assert inside < whole / 2
