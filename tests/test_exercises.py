@@ -106,22 +106,22 @@ def test_crash_and_near_misses_are_reported_by_case():
     assert 0 < result.cases_passed < result.cases_total
     assert "50 km away" in result.message and "got NaN" in result.message
 
-    def unscaled(queries, keys, values, valid_lens=None):  # forgets the 1/sqrt(d)
+    def keys_only(queries, keys, values, query_lens, key_lens, W_q, W_k, w_v, b):  # padded queries not zeroed
         from attn_utils import masked_softmax
-        return masked_softmax(queries @ keys.transpose(1, 2), valid_lens) @ values
+        scores = torch.tanh((queries @ W_q.T + b)[:, :, None] + (keys @ W_k.T)[:, None]) @ w_v
+        return masked_softmax(scores, key_lens) @ values
 
-    assert "largest difference" in grade("ch03-write-scaled-dot", unscaled).message
+    message = grade("ch03-padded-additive", keys_only).message
+    assert "Case 'query lengths 1 and 2: the outputs of padded queries are all zeros' failed" in message
+    assert "largest difference" in message
 
-    def one_per_example(x, y, widths):  # an error per example instead of one per width
-        return (y - y.mean()) ** 2
+    def one_row(x):  # a row instead of the (n, n) mask
+        return x != x[0]
 
-    assert "expected shape (4,), got shape (7,)" in grade("ch02-write-group-mask", one_per_example).message
+    assert "expected shape (4, 4), got shape (4,)" in grade("ch02-write-group-mask", one_row).message
 
-    def diagonal_only(x, y, widths):  # leave-one-out: misses the duplicates
-        visible = ~torch.eye(len(x), dtype=torch.bool, device=x.device)
-        scores = -(((x[:, None] - x[None, :]) / widths[:, None, None]) ** 2) / 2  # (widths, m, m)
-        weights = torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1)
-        return ((weights @ y - y) ** 2).mean(dim=-1)
+    def diagonal_only(x):  # leave-one-out: misses the duplicates
+        return ~torch.eye(len(x), dtype=torch.bool, device=x.device)
 
     assert "Case 'every input twice' failed" in grade("ch02-write-group-mask", diagonal_only).message
 
@@ -255,3 +255,19 @@ def test_the_instructors_page_lists_every_exercise():
         text = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown")
         for label in re.findall(r":label: (ch\d\d-[\w-]+)", text):
             assert f"`{label}`" in page, f"{label} ({path.name}) is missing from instructors.md"
+
+
+def test_low_rank_checker_names_the_case_of_a_truncation_without_the_svd():
+    def first_rows(queries, keys, W_a, rank):  # keeps the first rows of W_a, not its largest singular values
+        W = W_a.clone()
+        W[rank:] = 0
+        return queries @ W @ keys.transpose(1, 2)
+
+    message = grade("ch03-low-rank-general", first_rows).message
+    assert "Case 'by hand: W_a = diag(1, 3), rank 1 keeps 3 on the second axis" in message
+
+    def without_singular_values(queries, keys, W_a, rank):  # U_r V_r^T: forgets diag(S)
+        U, S, Vh = torch.linalg.svd(W_a, full_matrices=False)
+        return queries @ (U[:, :rank] @ Vh[:rank]) @ keys.transpose(1, 2)
+
+    assert "expected [[[0.0, 0.0], [3.0, -3.0]]]" in grade("ch03-low-rank-general", without_singular_values).message
