@@ -115,13 +115,16 @@ def test_crash_and_near_misses_are_reported_by_case():
     assert "Case 'query lengths 1 and 2: the outputs of padded queries are all zeros' failed" in message
     assert "largest difference" in message
 
-    def one_row(x):  # a row instead of the (n, n) mask
-        return x != x[0]
+    def one_per_example(x, y, widths):  # an error per example instead of one per width
+        return (y - y.mean()) ** 2
 
-    assert "expected shape (4, 4), got shape (4,)" in grade("ch02-write-group-mask", one_row).message
+    assert "expected shape (4,), got shape (7,)" in grade("ch02-write-group-mask", one_per_example).message
 
-    def diagonal_only(x):  # leave-one-out: misses the duplicates
-        return ~torch.eye(len(x), dtype=torch.bool, device=x.device)
+    def diagonal_only(x, y, widths):  # leave-one-out: misses the duplicates
+        visible = ~torch.eye(len(x), dtype=torch.bool, device=x.device)
+        scores = -(((x[:, None] - x[None, :]) / widths[:, None, None]) ** 2) / 2  # (widths, m, m)
+        weights = torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1)
+        return ((weights @ y - y) ** 2).mean(dim=-1)
 
     assert "Case 'every input twice' failed" in grade("ch02-write-group-mask", diagonal_only).message
 

@@ -5,7 +5,9 @@ than the one the book was built with (Colab, or an old copy): the tag ``v<versio
 ``pyproject.toml``, so that a reader runs the code the page shows (publishing the book therefore means
 tagging the commit it was built from, ``git tag v0.1.0 && git push --tags``); it says what it
 installed. Then it seeds and picks the device. The repository URL lives in one place, ``_config.yml``
-(``repository.url``); this script writes the cell into every notebook from that.
+(``repository.url``); this script writes the cell into every notebook from that. The cell is tagged
+``hide-input``: the rendered book shows its one line of output and keeps the code folded (the reader
+can unfold it), so each page opens with the chapter rather than with installation code.
 
     python -m tools.notebook_setup --check   # exit 1 and list notebooks whose cell differs
     python -m tools.notebook_setup --write   # rewrite the cell where it differs
@@ -22,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = ROOT / "chapters"
 MARKER = "# Setup (the same in every chapter)"
+TAGS = ["hide-input"]
 
 TEMPLATE = '''{marker}: install attn_utils where it is missing or is another
 # version than the one this book was built with (e.g. on Colab), then fix the random seeds and pick the
@@ -93,7 +96,7 @@ def check(paths: list[Path]) -> list[Path]:
     bad = []
     for path in paths:
         cell = first_code_cell(json.loads(path.read_text(encoding="utf-8")))
-        if cell is None or _source(cell) != expected:
+        if cell is None or _source(cell) != expected or cell.get("metadata", {}).get("tags") != TAGS:
             bad.append(path)
     return bad
 
@@ -104,13 +107,14 @@ def write(paths: list[Path]) -> list[Path]:
     for path in paths:
         nb = json.loads(path.read_text(encoding="utf-8"))
         cell = first_code_cell(nb)
-        if cell is not None and _source(cell) == expected:
+        if cell is not None and _source(cell) == expected and cell.get("metadata", {}).get("tags") == TAGS:
             continue
         if cell is not None and _source(cell).startswith(MARKER):
             cell["source"] = expected
+            cell.setdefault("metadata", {})["tags"] = list(TAGS)
         else:  # no setup cell yet: insert one after the title cell
-            new = {"cell_type": "code", "execution_count": None, "id": "setup", "metadata": {}, "outputs": [],
-                   "source": expected}
+            new = {"cell_type": "code", "execution_count": None, "id": "setup", "metadata": {"tags": list(TAGS)},
+                   "outputs": [], "source": expected}
             nb["cells"].insert(1 if nb["cells"] and nb["cells"][0]["cell_type"] == "markdown" else 0, new)
         path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         changed.append(path)
@@ -128,7 +132,7 @@ def main(argv=None) -> int:
     if args.check:
         bad = check(paths)
         for path in bad:
-            print(f"{path.relative_to(ROOT)}: first code cell is not the setup cell "
+            print(f"{path.relative_to(ROOT)}: first code cell is not the setup cell, or not tagged {TAGS} "
                   "(run: python -m tools.notebook_setup --write)")
         return 1 if bad else 0
     for path in write(paths):
