@@ -21,7 +21,7 @@ WEB := tools/web
 WEB_STAMP := $(WEB)/node_modules/.installed
 CHROMIUM ?= chromium
 
-.PHONY: help env web-assets browser check-site lint book book-strict test execute setup-cells student instructor words clean
+.PHONY: help env web-assets browser check-site lint format book book-strict test execute setup-cells student instructor words clean
 
 help:
 	@echo "make book         build the book into _build/html"
@@ -34,6 +34,7 @@ help:
 	@echo "make student      write the student edition (no solutions) into editions/student"
 	@echo "make instructor   write the full edition into editions/instructor"
 	@echo "make words        print each notebook's prose word count (the aim: at most 4,500)"
+	@echo "make format       ruff format the notebooks' code (88 characters a line), solution blocks with it"
 	@echo "make setup-cells  rewrite each notebook's first (setup) cell from tools/notebook_setup.py"
 	@echo "make clean        remove the build (keeps .venv)"
 
@@ -72,7 +73,11 @@ check-site: browser
 # runs Python as its shell): the same findings on every machine.
 lint: $(STAMP)
 	$(BIN)/ruff check attn_utils tests tools benchmarks chapters
+	$(BIN)/python -m tools.format_notebooks --check
 	$(BIN)/actionlint -shellcheck=$(BIN)/shellcheck -pyflakes= .github/workflows/*.yml
+
+format: $(STAMP)
+	$(BIN)/python -m tools.format_notebooks
 
 book: web-assets
 	$(BIN)/jupyter-book build . $(JB_FLAGS)

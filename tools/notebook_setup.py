@@ -26,15 +26,16 @@ CHAPTERS = ROOT / "chapters"
 MARKER = "# Setup (the same in every chapter)"
 TAGS = ["hide-input"]
 
-TEMPLATE = '''{marker}: install attn_utils where it is missing or is another
-# version than the one this book was built with (e.g. on Colab), then fix the random seeds and pick the
-# device (CUDA, then Apple MPS, then CPU; set the environment variable ATTN_UTILS_DEVICE to choose one).
+TEMPLATE = '''{marker}: install attn_utils where it is
+# missing or is another version than the one this book was built with (e.g. on Colab),
+# then fix the random seeds and pick the device (CUDA, then Apple MPS, then CPU; set the
+# environment variable ATTN_UTILS_DEVICE to choose one).
 import importlib.metadata
 import subprocess
 import sys
 
 REPOSITORY = "{url}"
-BOOK_VERSION = "{version}"  # the book's pages were built with this attn_utils: the repository's tag v{version}
+BOOK_VERSION = "{version}"  # the pages were built with this attn_utils: tag v{version}
 try:
     installed = importlib.metadata.version("attn_utils")
 except importlib.metadata.PackageNotFoundError:
@@ -43,12 +44,17 @@ if installed != BOOK_VERSION:
     pip = [sys.executable, "-m", "pip", "install", "-q", "--upgrade"]
     try:
         subprocess.check_call(pip + [f"attn_utils @ git+{{REPOSITORY}}@v{{BOOK_VERSION}}"])
-        print(f"installed attn_utils {{BOOK_VERSION}} (tag v{{BOOK_VERSION}} of {{REPOSITORY}})"
-              + ("" if installed is None else f" in place of version {{installed}}"))
+        replaced = "" if installed is None else f" in place of version {{installed}}"
+        print(
+            f"installed attn_utils {{BOOK_VERSION}} (tag v{{BOOK_VERSION}} of {{REPOSITORY}})"
+            + replaced
+        )
     except subprocess.CalledProcessError:
         subprocess.check_call(pip + [f"attn_utils @ git+{{REPOSITORY}}"])
-        print(f"WARNING: tag v{{BOOK_VERSION}} could not be installed; installed the newest attn_utils from "
-              f"{{REPOSITORY}} instead, which may differ from what this page shows")
+        print(
+            f"WARNING: tag v{{BOOK_VERSION}} could not be installed; installed the "
+            f"newest attn_utils from {{REPOSITORY}} instead, which may differ from this page"
+        )
 
 import attn_utils
 
