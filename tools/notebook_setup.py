@@ -43,7 +43,8 @@ except importlib.metadata.PackageNotFoundError:
 if installed != BOOK_VERSION:
     pip = [sys.executable, "-m", "pip", "install", "-q", "--upgrade"]
     try:
-        subprocess.check_call(pip + [f"attn_utils @ git+{{REPOSITORY}}@v{{BOOK_VERSION}}"])
+        tagged = f"attn_utils @ git+{{REPOSITORY}}@v{{BOOK_VERSION}}"
+        subprocess.check_call(pip + [tagged])
         replaced = "" if installed is None else f" in place of version {{installed}}"
         print(
             f"installed attn_utils {{BOOK_VERSION}} (tag v{{BOOK_VERSION}} of {{REPOSITORY}})"
@@ -53,7 +54,8 @@ if installed != BOOK_VERSION:
         subprocess.check_call(pip + [f"attn_utils @ git+{{REPOSITORY}}"])
         print(
             f"WARNING: tag v{{BOOK_VERSION}} could not be installed; installed the "
-            f"newest attn_utils from {{REPOSITORY}} instead, which may differ from this page"
+            f"newest attn_utils from {{REPOSITORY}} instead, which may differ "
+            "from this page"
         )
 
 import attn_utils
