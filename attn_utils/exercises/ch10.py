@@ -1,67 +1,60 @@
-"""Checkers for chapter 10 (the Transformer): a residual connection with layer norm, before or after
-the sublayer, and one step of cached self-attention.
+"""Checkers for chapter 10 (the Transformer): tasks the chapter leaves to the reader.
 
-The expected results come from ``attn_utils.AddNorm.residual`` with the reader's layer-norm
-parameters loaded, and from ``attn_utils.MultiHeadAttention`` run on the whole sequence with a
-causal mask (its last row), with the reader's matrices loaded.
+* ``ch10-write-smoothed-loss``: the paper's label-smoothed cross-entropy over a padded batch of
+  target sequences, the mean over the real tokens only, finite for logits far apart.
+* ``ch10-write-cached-attention-step``: one step of cached multi-head self-attention.
+
+The expected results come from ``attn_utils.sequence_loss`` (PyTorch's ``label_smoothing``) and
+from ``attn_utils.MultiHeadAttention`` run on the whole sequence with a causal mask (its last row),
+with the reader's matrices loaded.
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..masking import causal_mask
-from ..transformer import AddNorm
+from ..train import sequence_loss
 from .ch09 import multihead_with_weights
 from .core import Case, register, seeded_randn
 
 
-# Sublayers that create nothing on a fixed device, so the cases run on any device.
-def _tanh_sublayer(Z):
-    return torch.tanh(2 * Z) - 0.5
+def _padded_labels(batch: int, steps: int, vocab: int, lengths, seed: int, pad: int = 0):
+    """Labels ``(batch, steps)`` of real tokens (never ``pad``) followed by ``pad``."""
+    gen = torch.Generator().manual_seed(seed)
+    labels = torch.randint(0, vocab - 1, (batch, steps), generator=gen)
+    labels = labels + (labels >= pad).long()  # every index but pad
+    labels[torch.arange(steps) >= torch.tensor(lengths)[:, None]] = pad
+    return labels
 
 
-def _zero_sublayer(Z):
-    return torch.zeros_like(Z)
+@register("ch10-write-smoothed-loss")
+def smoothed_loss_cases(device: torch.device) -> list[Case]:
+    def case(name, logits, labels, pad, epsilon):
+        expected = sequence_loss(logits, labels, pad=pad, label_smoothing=epsilon)
+        return Case(name, (logits, labels, pad, epsilon), expected)
 
-
-def _mixing_sublayer(Z):  # every position gets the mean over positions, like a uniform attention
-    return Z.mean(dim=1, keepdim=True).expand_as(Z)
-
-
-def _scaled_sublayer(Z):  # a large output: post-norm rescales it, pre-norm adds it as it is
-    return 50 * Z.flip(-1)
-
-
-@torch.no_grad()
-def _residual(X, sublayer, gamma, beta, norm_first) -> torch.Tensor:
-    """``AddNorm.residual`` with ``gamma`` and ``beta`` loaded into its layer norm."""
-    addnorm = AddNorm(X.shape[-1], 0.0).eval()
-    addnorm.ln.weight.copy_(gamma)
-    addnorm.ln.bias.copy_(beta)
-    return addnorm.residual(X, sublayer, norm_first)
-
-
-@register("ch10-write-residual")
-def residual_cases(device: torch.device) -> list[Case]:
-    def case(name, X, sublayer, gamma, beta, norm_first):
-        return Case(name, (X, sublayer, gamma, beta, norm_first), _residual(X, sublayer, gamma, beta, norm_first))
-
-    d = 8
-    X = seeded_randn(2, 5, d, seed=1)
-    ones, zeros = torch.ones(d), torch.zeros(d)
-    gamma, beta = 1 + 0.5 * seeded_randn(d, seed=2), seeded_randn(d, seed=3)
-    far = 100 + 3 * seeded_randn(2, 4, d, seed=4)  # entries far from 0: the mean must be subtracted
+    hand = torch.tensor([[[0.0, math.log(3.0)]]])  # p = (1/4, 3/4): loss 0.1 ln 4 + 0.9 ln(4/3)
+    logits = seeded_randn(3, 6, 7, seed=1)
+    full = _padded_labels(3, 6, 7, [6, 6, 6], seed=2)
+    padded = _padded_labels(3, 6, 7, [6, 2, 4], seed=3)
+    pad3 = _padded_labels(3, 6, 7, [3, 6, 1], seed=4, pad=3)
+    empty_row = _padded_labels(3, 6, 7, [5, 0, 2], seed=5)
     return [
-        case("post-norm, gamma = 1, beta = 0", X, _tanh_sublayer, ones, zeros, False),
-        case("pre-norm, gamma = 1, beta = 0", X, _tanh_sublayer, ones, zeros, True),
-        case("post-norm with learned gamma and beta", X, _tanh_sublayer, gamma, beta, False),
-        case("pre-norm with learned gamma and beta", X, _tanh_sublayer, gamma, beta, True),
-        case("pre-norm, a sublayer that returns 0: X comes out unchanged", X, _zero_sublayer, gamma, beta, True),
-        case("post-norm, a sublayer that returns 0: the layer norm of X", X, _zero_sublayer, gamma, beta, False),
-        case("a sublayer that mixes positions, post-norm", X, _mixing_sublayer, gamma, beta, False),
-        case("inputs near 100, pre-norm (the sublayer sees normalised rows)", far, _scaled_sublayer, gamma, beta, True),
-        case("inputs near 100, post-norm", far, _scaled_sublayer, gamma, beta, False),
+        case("by hand: vocabulary 2, logits (0, ln 3), label 1, epsilon 0.2 gives 0.3975",
+             hand, torch.tensor([[1]]), 0, 0.2),
+        case("epsilon 0, no padding: the plain cross-entropy", logits, full, 0, 0.0),
+        case("epsilon 0.1, no padding", logits, full, 0, 0.1),
+        case("epsilon 1: the target is uniform over all 7 tokens, the right one included",
+             logits, full, 0, 1.0),
+        case("rows of 6, 2 and 4 real tokens: the mean is over the 12 real tokens only",
+             logits, padded, 0, 0.1),
+        case("the padding index is 3, not 0", logits, pad3, 3, 0.1),
+        case("a row with no real token at all, beside rows of 5 and 2", logits, empty_row, 0, 0.1),
+        case("logits 300 apart: exp underflows to 0, log(softmax) would give inf",
+             300 * logits, padded, 0, 0.1),
     ]
 
 
