@@ -1,8 +1,10 @@
-"""Checkers for chapter 7's documents section (hierarchical attention): word attention with a mask,
-and the sentence vectors of a batch of documents.
+"""Checkers for chapter 7's documents section (hierarchical attention).
 
-The expected values come from ``attn_utils.pooling.LearnedQueryPooling`` (with the reader's matrices
-loaded) and from ``attn_utils.han.pool_words``, the function the hierarchical attention network uses.
+* ``ch07-han-ragged-sentence-vectors``: word attention over sentences stored one after another,
+  without padding (a softmax per segment); the reference pools each sentence on its own with
+  ``attn_utils.pooling.LearnedQueryPooling``.
+* ``ch07-han-write-sentence-vectors``: the sentence vectors of a padded batch of documents, from
+  ``attn_utils.han.pool_words``, the function the hierarchical attention network uses.
 """
 
 from __future__ import annotations
@@ -26,40 +28,47 @@ def _pooling(W: torch.Tensor, b: torch.Tensor, u: torch.Tensor) -> LearnedQueryP
 
 
 @torch.no_grad()
-def _word_weights(H, lengths, W, b, u) -> torch.Tensor:
-    pooling = _pooling(W, b, u)
-    pooling(H, lengths)
-    return pooling.attention_weights
-
-
-@torch.no_grad()
 def _sentence_vectors(H, sentence_lens, W, b, u) -> torch.Tensor:
     return pool_words(_pooling(W, b, u), H, sentence_lens)[0]
 
 
-@register("ch07-han-write-word-attention")
-def word_attention_cases(device: torch.device) -> list[Case]:
-    def case(name, H, lengths, W, b, u):
-        return Case(name, (H, lengths, W, b, u), _word_weights(H, lengths, W, b, u))
+@torch.no_grad()
+def _ragged_sentence_vectors(H, lengths, W, b, u) -> torch.Tensor:
+    """The reference: each sentence's rows of ``H`` on their own, pooled by LearnedQueryPooling."""
+    pooling = _pooling(W.double(), b.double(), u.double()).double()
+    vectors, start = [], 0
+    for length in lengths.tolist():
+        words = H[start:start + length].double()  # (length, d)
+        if length == 0:
+            vectors.append(torch.zeros(H.shape[-1], dtype=torch.float64))
+        else:
+            vectors.append(pooling(words[None], torch.tensor([length]))[0])
+        start += length
+    return torch.stack(vectors).to(H.dtype)  # (sentences, d)
 
-    d, k = 6, 4
+
+@register("ch07-han-ragged-sentence-vectors")
+def ragged_sentence_vector_cases(device: torch.device) -> list[Case]:
+    def case(name, H, lengths, W, b, u):
+        lengths = torch.tensor(lengths)
+        return Case(name, (H, lengths, W, b, u), _ragged_sentence_vectors(H, lengths, W, b, u))
+
+    d, k = 4, 3
     W, b, u = seeded_randn(k, d, seed=1), seeded_randn(k, seed=2), seeded_randn(k, seed=3)
-    huge = seeded_randn(2, 5, d, seed=5)
-    huge[0, 3:] = 100.0  # the padded words of the first sentence hold huge values
+    by_hand = torch.tensor([[0.0, 1.0], [20.0, 4.0], [5.0, 5.0]])  # tanh(20) = 1 in float32
     return [
-        case("three sentences padded after 5, 2 and 4 words", seeded_randn(3, 5, d, seed=4),
-             torch.tensor([5, 2, 4]), W, b, u),
-        case("padded words with huge values still get weight 0", huge, torch.tensor([3, 5]), W, b, u),
-        case("a one-word sentence puts all its weight on that word", seeded_randn(2, 4, d, seed=6),
-             torch.tensor([1, 4]), W, b, u),
-        case("an empty (padding) sentence gets zero weights, not NaN", seeded_randn(2, 4, d, seed=7),
-             torch.tensor([0, 3]), W, b, u),
-        case("a zero context vector u_w: equal weights on the real words", seeded_randn(2, 6, d, seed=8),
-             torch.tensor([6, 3]), W, b, torch.zeros(k)),
-        case("a large context vector (u_w times 1000): no overflow, no NaN", seeded_randn(2, 6, d, seed=9),
-             torch.tensor([6, 4]), W, b, 1000 * u),
-        case("a larger attention layer (k = 10, d = 8)", seeded_randn(1, 7, 8, seed=10), torch.tensor([7]),
-             seeded_randn(10, 8, seed=11), seeded_randn(10, seed=12), seeded_randn(10, seed=13)),
+        case("by hand: W = I, b = 0, u = (ln 2, 0); words (0, 1), (20, 4) score 0 and ln 2, weights "
+             "(1/3, 2/3), vector (40/3, 3); a lone word (5, 5) is its own vector", by_hand, [2, 1],
+             torch.eye(2), torch.zeros(2), torch.tensor([0.6931472, 0.0])),
+        case("four sentences of 3, 1, 4 and 2 words", seeded_randn(10, d, seed=4), [3, 1, 4, 2], W, b, u),
+        case("a sentence of 0 words (between two others) gets the zero vector",
+             seeded_randn(5, d, seed=5), [2, 0, 3], W, b, u),
+        case("a zero context vector: each sentence vector is the mean of its words",
+             seeded_randn(9, d, seed=6), [4, 2, 3], W, b, torch.zeros(k)),
+        case("a large context vector (u x 1000): each sentence needs its own maximum, not the batch's",
+             seeded_randn(12, d, seed=7), [5, 3, 4], W, b, 1000 * u),
+        case("200 sentences of 1 to 5 words", seeded_randn(600, d, seed=8),
+             (torch.arange(200) % 5 + 1).tolist(), W, b, u),
     ]
 
 

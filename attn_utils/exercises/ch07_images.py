@@ -1,34 +1,54 @@
-"""Checkers for chapter 7's images section: the soft-attention context, and the REINFORCE gradient.
+"""Checkers for chapter 7's images section: hard attention's lower bound, and the REINFORCE gradient.
 
-The expected contexts come from ``attn_utils.glimpse.soft_context`` on ``torch.softmax`` weights; the
-expected gradients are what autograd gives for ``attn_utils.glimpse.reinforce_surrogate``, so the
-reader's closed form is checked against the surrogate the models are trained with.
+* ``ch07-glimpse-lower-bound``: for a canvas, the bound ``L_s = sum_s alpha_s log p(y|s)`` that hard
+  attention maximises and the log-likelihood ``log sum_s alpha_s p(y|s)`` it bounds, computed exactly
+  by enumerating the regions, with regions ruled out and log-likelihoods far below 0.
+* ``ch07-glimpse-write-score-function-gradient``: the expected gradients are what autograd gives for
+  ``attn_utils.glimpse.reinforce_surrogate``, so the reader's closed form is checked against the
+  surrogate the models are trained with.
 """
 
 from __future__ import annotations
 
 import torch
 
-from ..glimpse import reinforce_surrogate, soft_context
+from ..glimpse import reinforce_surrogate
 from .core import Case, register, seeded_randn
 
 
-@register("ch07-glimpse-write-soft-context")
-def soft_context_cases(device: torch.device) -> list[Case]:
-    def case(name, features, scores):
-        return Case(name, (features, scores), soft_context(features, torch.softmax(scores, dim=-1)))
+def _bound_and_marginal(scores: torch.Tensor, log_likelihoods: torch.Tensor) -> torch.Tensor:
+    """The reference, in float64: ``L_s = sum_s alpha_s log p(y|s)`` and ``log sum_s alpha_s p(y|s)``."""
+    scores, ll = scores.double(), log_likelihoods.double()
+    alpha, log_alpha = torch.softmax(scores, dim=-1), torch.log_softmax(scores, dim=-1)
+    bound = torch.where(alpha > 0, alpha * ll, torch.zeros_like(ll)).sum(-1)  # 0 log 0 counts as 0
+    marginal = torch.logsumexp(log_alpha + ll, dim=-1)
+    return torch.stack([bound, marginal], dim=-1).float()  # (batch, 2)
 
-    masked = seeded_randn(2, 5, seed=3)
-    masked[:, 3:] = float("-inf")  # two regions ruled out
+
+@register("ch07-glimpse-lower-bound")
+def lower_bound_cases(device: torch.device) -> list[Case]:
+    def case(name, scores, log_likelihoods):
+        return Case(name, (scores, log_likelihoods), _bound_and_marginal(scores, log_likelihoods))
+
+    def rewards(*shape, seed):  # log-likelihoods: negative numbers
+        return -2 * seeded_randn(*shape, seed=seed).abs()
+
+    ruled_out = seeded_randn(2, 5, seed=3)
+    ruled_out[:, 3:] = float("-inf")  # two regions that cannot be chosen...
+    never_read = rewards(2, 5, seed=4)
+    never_read[:, 3:] = float("-inf")  # ...whose log-likelihood is -inf (nothing was read there)
     return [
-        case("2 canvases, 9 regions, 4 features", seeded_randn(2, 9, 4, seed=1), seeded_randn(2, 9, seed=2)),
-        case("regions with score -inf get no weight", seeded_randn(2, 5, 3, seed=4), masked),
-        case("equal scores: the plain mean of the features", seeded_randn(3, 4, 2, seed=5), torch.zeros(3, 4)),
-        case("large scores (x 1000): no overflow, the best region alone", seeded_randn(2, 6, 3, seed=6),
-             1000 * seeded_randn(2, 6, seed=7)),
-        case("a single region: its own feature", seeded_randn(4, 1, 5, seed=8), seeded_randn(4, 1, seed=9)),
-        case("a single canvas with 1-dimensional features", seeded_randn(1, 3, 1, seed=10),
-             seeded_randn(1, 3, seed=11)),
+        case("by hand: weights (1/2, 1/2), p(y|s) = (0.8, 0.2): L_s = -0.9163, log p(y) = log 0.5",
+             torch.zeros(1, 2), torch.tensor([[0.8, 0.2]]).log()),
+        case("3 canvases, 9 regions", seeded_randn(3, 9, seed=1), rewards(3, 9, seed=2)),
+        case("every region gives the same log-likelihood: the bound is tight",
+             seeded_randn(2, 4, seed=5), torch.tensor([[-1.5] * 4, [-0.2] * 4])),
+        case("regions with score -inf and log-likelihood -inf add nothing (0 log 0 = 0)", ruled_out,
+             never_read),
+        case("log-likelihoods near -800: exp underflows, the marginal needs logsumexp",
+             seeded_randn(2, 6, seed=6), -800 + rewards(2, 6, seed=7)),
+        case("large scores (x 1000): all weight on one region, both numbers its log-likelihood",
+             1000 * seeded_randn(2, 6, seed=8), rewards(2, 6, seed=9)),
     ]
 
 
