@@ -1,49 +1,101 @@
-"""Checkers for section 11.2 (making attention fast): the online softmax and merging two partial
-attention results.
+"""Checkers for section 11.2 (making attention fast): tasks the section leaves to the reader.
 
-The expected results come from ``attn_utils.online_softmax`` and ``attn_utils.merge_attention_blocks``
-(both tested against ``torch.softmax`` and explicit attention in tests/test_fast_attention.py).
+* ``ch11-write-causal-tiled-attention``: tiled attention with causal masking, aligned bottom-right
+  (the queries are the last positions), rows that see no key, and no tensor as large as the map.
+* ``ch11-write-merge-attention-blocks``: merging two partial attention results (m, l, acc).
+
+The expected results of the first come from the explicit computation (``masked_softmax`` with
+``causal_mask``, in float64); those of the second from ``attn_utils.merge_attention_blocks`` (tested
+against explicit attention in tests/test_fast_attention.py).
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 
-from ..online_softmax import block_statistics, inverse_or_zero, merge_attention_blocks, online_softmax
+from ..masking import causal_mask, masked_softmax
+from ..online_softmax import block_statistics, inverse_or_zero, merge_attention_blocks
 from .core import Case, register, seeded_randn
 
 
-@register("ch11-write-online-softmax")
-def online_softmax_cases(device: torch.device) -> list[Case]:
-    def case(name, X, block_size):
-        return Case(name, (X, block_size), online_softmax(X, block_size=block_size))
+class MapTooLarge(RuntimeError):
+    """Raised when a function builds a tensor as large as a quarter of the n x n map."""
 
-    X = seeded_randn(3, 10, seed=1)
-    huge = torch.tensor([[1000.0, 999.0, 998.0, -1000.0], [88.0, 89.0, 90.0, 91.0]])  # exp overflows float32
-    with_inf = seeded_randn(2, 7, seed=2)
-    with_inf[0, 3] = float("-inf")
-    with_inf[1] = float("-inf")  # a row with no visible entry: all-zero weights, not NaN
-    rising = torch.arange(12.0).reshape(1, 12) * 3  # every block raises the maximum: l must be rescaled each time
+
+class _NoMap(torch.Tensor):
+    """A tensor whose every operation raises ``MapTooLarge`` when its result has ``limit`` or more
+    numbers: the check that tiled attention never forms the whole map of scores or weights."""
+
+    limit = 0  # set on a subclass made per case
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        result = super().__torch_function__(func, types, args, kwargs or {})
+        for t in result if isinstance(result, (tuple, list)) else (result,):
+            if isinstance(t, torch.Tensor) and t.numel() >= cls.limit:
+                raise MapTooLarge(
+                    f"your function built a tensor of shape {tuple(t.shape)}, {t.numel():,} "
+                    f"numbers, a quarter of the {cls.n} x {cls.n} map or more; compute one "
+                    f"tile of scores at a time")
+        return result
+
+
+def _no_map(tensors, n: int) -> tuple[torch.Tensor, ...]:
+    kind = type("NoMapTensor", (_NoMap,), {"limit": n * n // 4, "n": n})
+    return tuple(t.as_subclass(kind) for t in tensors)
+
+
+def causal_attention(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
+    """Explicit causal attention, the queries being the last positions (as ``causal_mask``), in
+    float64; a query that sees no key gets a zero row."""
+    scores = Q.double() @ K.double().transpose(-2, -1) / math.sqrt(Q.shape[-1])
+    weights = masked_softmax(scores, causal_mask(Q.shape[-2], K.shape[-2]))
+    return (weights @ V.double()).to(Q.dtype)
+
+
+@register("ch11-write-causal-tiled-attention")
+def causal_tiled_cases(device: torch.device) -> list[Case]:
+    def case(name, Q, K, V, block_size, **tolerance):
+        return Case(name, (Q, K, V, block_size), causal_attention(Q, K, V), **tolerance)
+
+    def qkv(batch, n_q, n_k, d, d_v, seed, scale=1.0, dtype=torch.float64):
+        return (seeded_randn(*batch, n_q, d, seed=seed, scale=scale).to(dtype),
+                seeded_randn(*batch, n_k, d, seed=seed + 1, scale=scale).to(dtype),
+                seeded_randn(*batch, n_k, d_v, seed=seed + 2).to(dtype))
+
+    zeros = torch.zeros(1, 2, 1, dtype=torch.float64)
+    hand = Case("by hand: two positions, equal scores: outputs 1 and (1 + 3) / 2 = 2",
+                (zeros, zeros.clone(), torch.tensor([[[1.0], [3.0]]], dtype=torch.float64), 1),
+                torch.tensor([[[1.0], [2.0]]], dtype=torch.float64))
+    self_23 = qkv((2,), 23, 23, 8, 5, seed=1)
+    Q64, K64, V64 = qkv((1,), 64, 64, 8, 8, seed=20)
+    no_map = Case("64 positions, tiles of 16: no tensor of a quarter of the 64 x 64 map",
+                  (*_no_map((Q64, K64, V64), 64), 16), causal_attention(Q64, K64, V64))
     return [
-        case("blocks of 4 columns (the last block is shorter)", X, 4),
-        case("one column at a time", X, 1),
-        case("one block holds the whole row", X, 64),
-        case("huge logits: exp(1000) overflows, the running maximum must be subtracted", huge, 2),
-        case("-inf entries and a row that is all -inf (zeros expected)", with_inf, 3),
-        case("a maximum that rises in every block", rising, 3),
-        case("more leading dimensions (batch, heads, queries, keys)", seeded_randn(2, 3, 4, 9, seed=3, scale=5.0), 4),
+        hand,
+        case("self-attention over 23 positions, tiles of 5 (the last tile is shorter)",
+             *self_23, 5),
+        case("tiles of 1", *self_23, 1),
+        case("one tile larger than the sequence", *self_23, 64),
+        case("one new query after 39 cached positions: it sees all 40 keys (bottom-right, "
+             "not top-left)", *qkv((2,), 1, 40, 8, 4, seed=4), 16),
+        case("3 queries, the last of 10 positions", *qkv((2,), 3, 10, 8, 4, seed=7), 4),
+        case("6 queries, 4 keys: the first 2 queries come before every key (zero rows, not NaN)",
+             *qkv((1,), 6, 4, 8, 3, seed=10), 2),
+        case("scores near 1000 in float32: exp overflows unless the running maximum is "
+             "subtracted", *qkv((1,), 12, 12, 8, 4, seed=13, scale=30.0, dtype=torch.float32), 4,
+             atol=1e-4, rtol=1e-3),
+        case("(batch, heads, n, d) inputs", *qkv((2, 3), 17, 17, 8, 6, seed=16), 8),
+        no_map,
     ]
-
-
-def _partial(scores: torch.Tensor, values: torch.Tensor):
-    """(m, l, acc) of one block of scores (..., Q, K) and its values (..., K, d_v)."""
-    return block_statistics(scores, values)
 
 
 @register("ch11-write-merge-attention-blocks")
 def merge_cases(device: torch.device) -> list[Case]:
     def case(name, s1, v1, s2, v2):
-        p1, p2 = _partial(s1, v1), _partial(s2, v2)
+        p1, p2 = block_statistics(s1, v1), block_statistics(s2, v2)
         _, l, acc = merge_attention_blocks(*p1, *p2)
         return Case(name, (*p1, *p2), acc * inverse_or_zero(l).unsqueeze(-1))
 
