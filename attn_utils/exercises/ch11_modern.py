@@ -1,33 +1,69 @@
-"""Checkers for the section on attention in today's models (chapter 11): rotary embeddings and the grouping
-of query heads around shared key/value heads.
+"""Checkers for the section on attention in today's models (chapter 11): tasks it leaves to the reader.
 
-The expected results come from ``attn_utils.rotary.apply_rotary`` (tested against complex multiplication
-in tests/test_rotary_alibi_window.py) and ``attn_utils.multihead.repeat_kv_heads`` (tested through
-grouped-query attention computed head by head in tests/test_modern_attention.py).
+* ``ch11-modern-write-alibi-attention``: causal attention with ALiBi's bias, the queries being the last
+  positions of the keys (a decoding step, a chunk of a prompt), with slopes given per head.
+* ``ch11-modern-write-kv-grouping``: the grouping of query heads around shared key/value heads.
+
+The expected results come from the explicit computation (``masked_softmax`` with ``causal_mask``, the
+bias written out from its definition, and a case worked by hand) and from
+``attn_utils.multihead.repeat_kv_heads`` (tested through grouped-query attention computed head by head
+in tests/test_modern_attention.py).
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 
+from ..alibi import alibi_slopes
+from ..masking import causal_mask, masked_softmax
 from ..multihead import repeat_kv_heads
-from ..rotary import apply_rotary
 from .core import Case, register
 
 
-@register("ch11-modern-write-rotary")
-def rotary_cases(device: torch.device) -> list[Case]:
-    g = torch.Generator().manual_seed(0)
+def alibi_attention(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, slopes: torch.Tensor) -> torch.Tensor:
+    """Causal attention with ALiBi's bias -slope_h * (i - j), the queries being the last positions,
+    computed explicitly: (batch, heads, n_q, d), (batch, heads, n_k, d), ... -> (batch, heads, n_q, d_v)."""
+    n_q, n_k = Q.shape[-2], K.shape[-2]
+    query_positions = torch.arange(n_k - n_q, n_k, dtype=Q.dtype)
+    distance = query_positions[:, None] - torch.arange(n_k, dtype=Q.dtype)[None, :]  # (n_q, n_k): i - j
+    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1]) - slopes[:, None, None] * distance
+    return masked_softmax(scores, causal_mask(n_q, n_k)) @ V
 
-    def case(name, x, positions=None, base=10000.0):
-        return Case(name, (x, positions, base), apply_rotary(x, positions, base))
 
-    one_pair = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 2.0]])  # (n=3, d=2): rotated by 0, 1 and 2 radians
+@register("ch11-modern-write-alibi-attention")
+def alibi_attention_cases(device: torch.device) -> list[Case]:
+    def case(name, Q, K, V, slopes):
+        return Case(name, (Q, K, V, slopes), alibi_attention(Q, K, V, slopes))
+
+    def qkv(batch, heads, n_q, n_k, d, seed):
+        g = torch.Generator().manual_seed(seed)
+        return tuple(torch.randn(batch, heads, n, d, generator=g, dtype=torch.float64)
+                     for n in (n_q, n_k, n_k))
+
+    # One head, slope 1/2, content scores all 0, one query at position 2 of 3: weights
+    # proportional to e^-1, e^-1/2, 1 on the values 0, 1, 2.
+    zero_q, zero_k = torch.zeros(1, 1, 1, 4, dtype=torch.float64), torch.zeros(1, 1, 3, 4, dtype=torch.float64)
+    values = torch.tensor([0.0, 1.0, 2.0], dtype=torch.float64).reshape(1, 1, 3, 1)
+    e = math.exp
+    by_hand = (e(-0.5) + 2) / (e(-1) + e(-0.5) + 1)
+    hand = Case("by hand: slope 1/2, equal content scores, the query at position 2 of 3: "
+                f"(e^-1/2 + 2) / (e^-1 + e^-1/2 + 1) = {by_hand:.4f}",
+                (zero_q, zero_k, values, torch.tensor([0.5], dtype=torch.float64)),
+                torch.tensor([[[[by_hand]]]], dtype=torch.float64))
+    paper = alibi_slopes(4).double()
     return [
-        case("one pair at positions 0, 1, 2: angles 0, 1, 2 radians", one_pair),
-        case("d = 8, base 100, positions 0..4", torch.randn(5, 8, generator=g), None, 100.0),
-        case("batch and heads in front: (2, 3, 6, 4)", torch.randn(2, 3, 6, 4, generator=g)),
-        case("positions 7..10 (after 7 cached tokens)", torch.randn(1, 4, 8, generator=g), torch.arange(7, 11)),
+        hand,
+        case("4 heads with the paper's slopes, self-attention over 12 positions (later keys are "
+             "masked, not rewarded)", *qkv(2, 4, 12, 12, 8, seed=1), paper),
+        case("one new query after 9 cached positions: distances 9, 8, ..., 0 (not 0, -1, ...)",
+             *qkv(2, 4, 1, 10, 8, seed=2), paper),
+        case("4 queries, the last of 10 positions", *qkv(1, 4, 4, 10, 8, seed=3), paper),
+        case("slopes given per head, in any order (slope 0: plain causal attention)",
+             *qkv(1, 3, 6, 6, 16, seed=4), torch.tensor([0.0, 2.0, 0.25], dtype=torch.float64)),
+        case("d = 64: 1/sqrt(d) scales the content score only, not the bias",
+             *qkv(1, 2, 5, 7, 64, seed=5), torch.tensor([1.0, 0.125], dtype=torch.float64)),
     ]
 
 
