@@ -20,8 +20,9 @@ def induction_target_cases(device: torch.device) -> list[Case]:
 
     copy = repeated_segments(3, 16, 40, 3, 6, generator=torch.Generator().manual_seed(0)).tokens
     return [
+        case("no token repeats: no key anywhere (a token is not its own earlier occurrence)",
+             torch.tensor([[1, 2, 3, 4, 5]])),
         case("a token seen once before, at position 1: key 2", torch.tensor([[5, 7, 9, 7]])),
-        case("no token repeats: no key anywhere", torch.tensor([[1, 2, 3, 4, 5]])),
         case("a token seen twice before: both following keys", torch.tensor([[4, 1, 4, 2, 4]])),
         case("a repeated token right after itself (j + 1 = t)", torch.tensor([[3, 3, 3]])),
         case("two sequences of the copying task", copy),

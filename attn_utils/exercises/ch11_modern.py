@@ -62,7 +62,7 @@ def alibi_attention_cases(device: torch.device) -> list[Case]:
         case("4 queries, the last of 10 positions", *qkv(1, 4, 4, 10, 8, seed=3), paper),
         case("slopes given per head, in any order (slope 0: plain causal attention)",
              *qkv(1, 3, 6, 6, 16, seed=4), torch.tensor([0.0, 2.0, 0.25], dtype=torch.float64)),
-        case("d = 64: 1/sqrt(d) scales the content score only, not the bias",
+        case("d = 64, 5 queries of 7 positions, slopes 1 and 1/8",
              *qkv(1, 2, 5, 7, 64, seed=5), torch.tensor([1.0, 0.125], dtype=torch.float64)),
     ]
 
