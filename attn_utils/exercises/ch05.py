@@ -1,77 +1,137 @@
-"""Checkers for Chapter 5 (Bahdanau attention): one step of additive attention, and maxout.
+"""Checkers for Chapter 5 (Bahdanau attention): tasks the chapter leaves to the reader.
 
-The attention weights expected come from ``attn_utils.BahdanauDecoder.attend`` itself, with the
-reader's matrices loaded into a decoder; maxout is checked against ``torch.nn.functional.max_pool1d``
-and, for pools of 2, against the decoder's own deep-output formula.
+* ``ch05-backward-states``: the backward half of the annotations, from a forward GRU, for a padded
+  batch: each sentence reversed within its own length, so that no state reads the padding.
+* ``ch05-attention-aer``: the alignment error rate of teacher-forced attention over a padded batch,
+  with sure *and* possible gold links, counts summed over the corpus.
+
+The expected states come from ``torch.nn.GRU``'s own bidirectional mode on packed sequences (its
+backward direction holding the reader's weights); the expected AER from ``attn_utils.attention_aer``.
 """
 
 from __future__ import annotations
 
-import torch
-from torch.nn import functional as F
+import math
 
-from ..bahdanau import BahdanauDecoder
+import torch
+from torch import nn
+
+from ..metrics import attention_aer
 from .core import Case, register, seeded_randn
 
 
 @torch.no_grad()
-def _attention_weights(s_prev, keys, src_lens, W_a, v_a) -> torch.Tensor:
-    """``BahdanauDecoder.attend``'s weights ``(batch, src)`` with ``W_a`` (a, h) and ``v_a`` (a,) loaded."""
-    a, h = W_a.shape
-    decoder = BahdanauDecoder(vocab_size=4, embed_size=2, num_hiddens=h, attention_hiddens=a)
-    decoder.W_a.weight.copy_(W_a)
-    decoder.v_a.weight.copy_(v_a.unsqueeze(0))
-    annotations = torch.zeros(keys.shape[0], keys.shape[1], 2 * h)  # (batch, src, 2h): only the weights matter
-    _, weights = decoder.attend(s_prev, annotations, keys, src_lens)
-    return weights
+def _backward_states(rnn: nn.GRU, x: torch.Tensor, lens: torch.Tensor) -> torch.Tensor:
+    """The backward direction of a bidirectional GRU with ``rnn``'s weights, on packed sequences."""
+    both = nn.GRU(rnn.input_size, rnn.hidden_size, batch_first=True, bidirectional=True)
+    for name in ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"):
+        getattr(both, name + "_reverse").copy_(getattr(rnn, name))
+    packed = nn.utils.rnn.pack_padded_sequence(x.cpu(), lens.cpu(), batch_first=True, enforce_sorted=False)
+    out, _ = both.cpu()(packed)
+    out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
+    return out[..., rnn.hidden_size:]  # (batch, steps, hidden): zeros at the padding
 
 
-@register("ch05-write-attention-weights")
-def attention_weights_cases(device: torch.device) -> list[Case]:
-    def case(name, s_prev, keys, src_lens, W_a, v_a):
-        return Case(name, (s_prev, keys, src_lens, W_a, v_a), _attention_weights(s_prev, keys, src_lens, W_a, v_a))
+def _gru(inputs: int, hidden: int, seed: int) -> nn.GRU:
+    torch.manual_seed(seed)
+    return nn.GRU(inputs, hidden, batch_first=True)
 
-    h, a = 4, 3
-    W_a, v_a = seeded_randn(a, h, seed=1), seeded_randn(a, seed=2)
-    padded_keys = seeded_randn(2, 5, a, seed=5)
-    padded_keys[1, 3:] = 100.0  # huge keys at the padded positions of the second sentence
+
+@register("ch05-backward-states")
+def backward_states_cases(device: torch.device) -> list[Case]:
+    def case(name, rnn, x, lens):
+        return Case(name, (x, torch.tensor(lens), rnn.to(device)), _backward_states(rnn, x, torch.tensor(lens)))
+
+    # By hand: zero weights and a candidate bias of atanh(1/2) make every step h <- 1/4 + h/2, whatever
+    # the input, so the state after k steps is 1/2 - 1/2^(k+1): it counts the tokens read.
+    counter = _gru(2, 1, seed=0)
+    with torch.no_grad():
+        for p in counter.parameters():
+            p.zero_()
+        counter.bias_ih_l0[2] = math.atanh(0.5)  # the candidate's input bias b_in
+    padded = seeded_randn(3, 5, 3, seed=5)
+    padded[1, 2:], padded[2, 1:] = 100.0, -100.0  # huge inputs at the padding
     return [
-        case("two sentences, the second padded after 3 tokens", seeded_randn(2, h, seed=3),
-             seeded_randn(2, 5, a, seed=4), torch.tensor([5, 3]), W_a, v_a),
-        case("padding with huge keys still gets zero weight", seeded_randn(2, h, seed=6), padded_keys,
-             torch.tensor([5, 3]), W_a, v_a),
-        case("a one-token source puts all its weight on that token", seeded_randn(3, h, seed=7),
-             seeded_randn(3, 4, a, seed=8), torch.tensor([1, 4, 2]), W_a, v_a),
-        case("large scores (v_a times 1000): no overflow, no NaN", seeded_randn(2, h, seed=9),
-             seeded_randn(2, 6, a, seed=10), torch.tensor([6, 4]), W_a, 1000 * v_a),
-        case("a zero state and zero keys: uniform weights over the real tokens", torch.zeros(2, h),
-             torch.zeros(2, 5, a), torch.tensor([5, 2]), W_a, v_a),
-        case("a larger attention layer (a = 8, h = 6), no padding", seeded_randn(1, 6, seed=11),
-             seeded_randn(1, 7, 8, seed=12), torch.tensor([7]), seeded_randn(8, 6, seed=13), seeded_randn(8, seed=14)),
+        case("by hand: every step adds 1/4 and halves the state, lengths 3 and 2 padded to 4 "
+             "(expected [[0.4375, 0.375, 0.25, 0], [0.375, 0.25, 0, 0]])", counter, torch.ones(2, 4, 2), [3, 2]),
+        case("no padding: three sentences of 6 tokens", _gru(3, 4, seed=1), seeded_randn(3, 6, 3, seed=2),
+             [6, 6, 6]),
+        case("lengths 5, 2 and 1, huge inputs at the padding: no state may read them", _gru(3, 4, seed=3),
+             padded, [5, 2, 1]),
+        case("one sentence of one token", _gru(3, 2, seed=6), seeded_randn(1, 1, 3, seed=7), [1]),
+        case("lengths 4, 7 and 3 (the longest is not first), 5 units", _gru(2, 5, seed=8),
+             seeded_randn(3, 7, 2, seed=9), [4, 7, 3]),
     ]
 
 
-def _maxout(t: torch.Tensor, pool: int) -> torch.Tensor:
-    """Maximum over consecutive groups of ``pool`` units of the last axis, by ``max_pool1d``."""
-    units = t.shape[-1]
-    pooled = F.max_pool1d(t.reshape(-1, 1, units), kernel_size=pool)  # (rows, 1, units // pool)
-    expected = pooled.reshape(*t.shape[:-1], units // pool)
-    if pool == 2:  # the formula of BahdanauDecoder.forward must agree
-        assert torch.equal(expected, t.unflatten(-1, (units // 2, 2)).amax(dim=-1))
-    return expected
+def _links(mask: torch.Tensor) -> set:
+    """``(source, target)`` links of a boolean ``(target, source)`` matrix."""
+    return {(i, j) for j, i in mask.nonzero().tolist()}
 
 
-@register("ch05-write-maxout")
-def maxout_cases(device: torch.device) -> list[Case]:
-    def case(name, t, pool=2):
-        return Case(name, (t,), _maxout(t, pool), kwargs={"pool": pool})
+def _aer(weights, src_lens, sure, possible) -> torch.Tensor:
+    """``attn_utils.attention_aer`` over the batch: one matrix and one set of links per sentence."""
+    aer = attention_aer(list(weights), [_links(m) for m in sure], [_links(m) for m in possible],
+                        src_lens=src_lens.tolist())
+    return torch.tensor(aer, dtype=torch.float64)
 
+
+def _one_hot_rows(best: list[list[int]], source: int) -> torch.Tensor:
+    """Attention whose row ``j`` of sentence ``b`` puts 0.7 on ``best[b][j]`` and spreads the rest."""
+    weights = torch.full((len(best), len(best[0]), source), 0.3 / (source - 1))
+    for b, row in enumerate(best):
+        for j, i in enumerate(row):
+            weights[b, j, i] = 0.7
+    return weights
+
+
+def _gold(shape, links) -> torch.Tensor:
+    """A boolean ``(batch, target, source)`` tensor with ``links`` as ``(batch, source, target)``."""
+    mask = torch.zeros(shape, dtype=torch.bool)
+    for b, i, j in links:
+        mask[b, j, i] = True
+    return mask
+
+
+@register("ch05-attention-aer")
+def attention_aer_cases(device: torch.device) -> list[Case]:
+    def case(name, weights, src_lens, sure, possible=None):
+        possible = sure if possible is None else possible | sure
+        lens = torch.tensor(src_lens)
+        return Case(name, (weights, lens, sure, possible), _aer(weights, lens, sure, possible), atol=1e-6)
+
+    # "the red cats ." -> "les chats rouges .": 4 English words and <eos>, 4 French words and <eos>.
+    hand = _one_hot_rows([[0, 1, 1, 3, 4]], 5)  # "chats" looks at "red", like "rouges"
+    hand_gold = _gold((1, 5, 5), [(0, 0, 0), (0, 2, 1), (0, 1, 2), (0, 3, 3)])
+    unlinked = _one_hot_rows([[0, 2, 1, 0]], 4)  # row 3 has no gold link but looks at a real word
+    unlinked_gold = _gold((1, 4, 4), [(0, 0, 0), (0, 2, 1), (0, 1, 2)])
+    at_end = _one_hot_rows([[0, 3, 4, 1], [0, 4, 4, 0]], 5)  # rows at <eos> (3, then 4) or padding (4)
+    at_end_gold = _gold((2, 4, 5), [(0, 0, 0), (0, 1, 1), (0, 2, 2), (1, 0, 0), (1, 1, 1), (1, 2, 2)])
+    # Rows 3 and 4 have only possible links: row 3 finds one, row 4 looks elsewhere.
+    maybe = _one_hot_rows([[0, 1, 2, 1, 0]], 4)
+    maybe_sure = _gold((1, 5, 4), [(0, 0, 0), (0, 1, 1), (0, 2, 2)])
+    maybe_possible = _gold((1, 5, 4), [(0, 1, 3), (0, 2, 3), (0, 2, 4)])
+    # One long sentence aligned perfectly, one short one aligned wrongly: the corpus AER weighs the
+    # links, not the sentences (the mean of the two sentences' AERs would be 0.5).
+    long_short = _one_hot_rows([[0, 1, 2, 3, 4, 5, 6, 7], [1, 0, 0, 0, 0, 0, 0, 0]], 9)  # short: 2 words
+    long_short_gold = _gold((2, 8, 9), [(0, i, i) for i in range(8)] + [(1, 0, 0)])
+    g = torch.Generator().manual_seed(3)
+    random_weights = torch.softmax(seeded_randn(3, 6, 7, seed=4, scale=3.0), dim=-1)
+    random_sure = torch.rand(3, 6, 7, generator=g) < 0.2
+    random_sure[..., 6] = False  # no gold link to <eos> or padding
+    random_possible = torch.rand(3, 6, 7, generator=g) < 0.15
+    random_possible[..., 6] = False
     return [
-        case("pairs of neighbours, (1, 5), (-2, -3), (0, 4): not the two halves",
-             torch.tensor([[1.0, 5.0, -2.0, -3.0, 0.0, 4.0]])),
-        case("decoder outputs (batch, steps, 2l)", seeded_randn(2, 3, 8, seed=20)),
-        case("negative numbers only", -seeded_randn(3, 4, seed=21).abs() - 1),
-        case("groups of 3", seeded_randn(4, 9, seed=22), pool=3),
-        case("a pool of 1 changes nothing", seeded_randn(2, 5, seed=23), pool=1),
-        case("a single vector (2l,)", seeded_randn(10, seed=24)),
+        case("by hand: les chats rouges . with chats looking at red: 3 of 4 links right, "
+             "AER = 1 - 2*3/(4 + 4) = 0.25", hand, [4], hand_gold),
+        case("a French word with no gold link is not scored, wherever it looks", unlinked, [3], unlinked_gold),
+        case("rows whose strongest weight is on <eos> (position src_len) or padding give no link", at_end,
+             [3, 4], at_end_gold),
+        case("rows with only possible links are scored; a possible link counts in |A & P|, not in |A & S| "
+             "(AER = 1 - (3 + 4)/(5 + 3) = 0.125)", maybe, [3], maybe_sure, maybe_possible),
+        case("counts summed over the corpus: a long sentence aligned right, a short one wrong "
+             "(AER = 1 - 16/18 = 0.111, not the mean 0.5 of the per-sentence AERs)", long_short, [8, 2],
+             long_short_gold),
+        case("three random sentences with sure and possible links", random_weights, [6, 4, 5], random_sure,
+             random_possible),
     ]
