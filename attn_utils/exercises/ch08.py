@@ -1,70 +1,85 @@
-"""Checkers for Chapter 8 (self-attention and positional encoding): causal self-attention with
-padding, and the sinusoidal positional encoding.
+"""Checkers for Chapter 8 (self-attention and positional encoding): tasks the chapter leaves to the reader.
+
+* ``ch08-packed-causal``: causal self-attention over sequences that pack several documents into one
+  row, where a token sees the earlier tokens of its own document only.
+* ``ch08-position-from-encoding``: the inverse of the sinusoidal encoding, the positions read back
+  from rows of P.
 
 The expected outputs come from the tested layers: ``DotProductAttention`` with a mask built from
-``causal_mask`` and ``lengths_to_mask``, and ``sinusoidal_encoding`` (computed in float64).
+``causal_mask``, and the positions that ``sinusoidal_encoding`` was given.
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..attention import DotProductAttention
-from ..masking import causal_mask, lengths_to_mask
+from ..masking import causal_mask
 from ..positional import sinusoidal_encoding
 from .core import Case, register, seeded_randn
 
 
 @torch.no_grad()
-def _causal_self_attention(X, W_q, W_k, W_v, valid_lens=None) -> torch.Tensor:
-    """``softmax(Q K^T / sqrt(d_k)) V`` with ``Q = X W_q`` (and so on), query i seeing keys j <= i that
-    are not padding; a sequence of length 0 gives zeros."""
+def _packed_causal(X, W_q, W_k, W_v, doc_ids) -> torch.Tensor:
+    """``softmax(Q K^T / sqrt(d_k)) V`` with ``Q = X W_q`` (and so on), query i seeing the keys j <= i
+    of its own document."""
     n = X.shape[1]
-    mask = causal_mask(n, n, X.device)  # (n, n)
-    if valid_lens is not None:
-        mask = mask & lengths_to_mask(valid_lens, n)[:, None, :]  # (batch, n, n)
+    same_document = doc_ids[:, :, None] == doc_ids[:, None, :]  # (batch, n, n)
+    mask = causal_mask(n, n, X.device) & same_document  # (batch, n, n)
     return DotProductAttention(0.0, fused=False)(X @ W_q, X @ W_k, X @ W_v, mask)
 
 
-@register("ch08-write-causal-self-attention")
-def causal_self_attention_cases(device: torch.device) -> list[Case]:
-    def case(name, X, W_q, W_k, W_v, valid_lens=None):
-        args = (X, W_q, W_k, W_v) if valid_lens is None else (X, W_q, W_k, W_v, valid_lens)
-        return Case(name, args, _causal_self_attention(X, W_q, W_k, W_v, valid_lens))
+@register("ch08-packed-causal")
+def packed_causal_cases(device: torch.device) -> list[Case]:
+    def case(name, X, W_q, W_k, W_v, doc_ids):
+        return Case(name, (X, W_q, W_k, W_v, doc_ids), _packed_causal(X, W_q, W_k, W_v, doc_ids))
 
     d, dk, dv = 6, 4, 3
     W = [seeded_randn(d, dk, seed=1), seeded_randn(d, dk, seed=2), seeded_randn(d, dv, seed=3)]
+    # By hand: W_q = 0 makes every score 0, so each output is the mean of the values its query sees.
+    hand_X = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [2.0, 2.0], [4.0, 0.0], [0.0, 8.0]]])
+    identity = torch.eye(2)
+    X = seeded_randn(3, 7, d, seed=4)
     return [
-        case("two sequences of 5 tokens, no padding (valid_lens omitted)", seeded_randn(2, 5, d, seed=4), *W),
-        case("one token: it attends only to itself, so the output is x W_v", seeded_randn(3, 1, d, seed=5), *W),
-        case("valid lengths (3, 5): padding keys get no weight", seeded_randn(2, 5, d, seed=6), *W,
-             torch.tensor([3, 5])),
-        case("a sequence of length 0 gives zeros (no NaN)", seeded_randn(2, 4, d, seed=7), *W, torch.tensor([4, 0])),
-        case("large entries: the 1/sqrt(d_k) matters, the softmax must not overflow", seeded_randn(1, 6, d, seed=8),
-             seeded_randn(d, 16, seed=9, scale=4.0), seeded_randn(d, 16, seed=10, scale=4.0),
-             seeded_randn(d, 2, seed=11)),
-        case("d_k = 1 and d_v = 5", seeded_randn(2, 4, d, seed=12), seeded_randn(d, 1, seed=13),
-             seeded_randn(d, 1, seed=14), seeded_randn(d, 5, seed=15)),
+        case("by hand, W_q = 0 and documents [0, 0, 0, 1, 1]: outputs x1, (x1+x2)/2, (x1+x2+x3)/3, x4, "
+             "(x4+x5)/2", hand_X, torch.zeros(2, 2), identity, identity, torch.tensor([[0, 0, 0, 1, 1]])),
+        case("one document per row: plain causal self-attention", seeded_randn(2, 5, d, seed=5), *W,
+             torch.zeros(2, 5, dtype=torch.long)),
+        case("every token a document of its own: the output is x W_v", seeded_randn(2, 4, d, seed=6), *W,
+             torch.arange(4).expand(2, 4)),
+        case("three rows packed differently: the documents of row b are those of doc_ids[b]", X, *W,
+             torch.tensor([[0, 0, 0, 0, 1, 1, 1], [0, 1, 1, 1, 1, 1, 2], [5, 5, 3, 3, 3, 3, 3]])),
+        case("large entries: the 1/sqrt(d_k) matters", seeded_randn(1, 6, d, seed=8),
+             seeded_randn(d, 16, seed=9, scale=2.0), seeded_randn(d, 16, seed=10, scale=2.0),
+             seeded_randn(d, 2, seed=11), torch.tensor([[0, 0, 0, 1, 1, 1]])),
+        case("d_k = 1 and d_v = 5, documents of lengths 1, 2 and 3", seeded_randn(2, 6, d, seed=12),
+             seeded_randn(d, 1, seed=13), seeded_randn(d, 1, seed=14), seeded_randn(d, 5, seed=15),
+             torch.tensor([[0, 1, 1, 2, 2, 2], [0, 0, 0, 1, 1, 2]])),
     ]
 
 
-def _encoding(positions: torch.Tensor, num_hiddens: int) -> torch.Tensor:
-    """Rows ``positions`` of the sinusoidal encoding, from ``sinusoidal_encoding``."""
-    return sinusoidal_encoding(int(positions.max()) + 1, num_hiddens)[positions]
+def slowest_wavelength(num_hiddens: int) -> float:
+    """The wavelength, in positions, of the encoding's slowest column pair: 2 pi 10000^((d - 2) / d)."""
+    return 2 * math.pi * 10000.0 ** ((num_hiddens - 2) / num_hiddens)
 
 
-@register("ch08-write-sinusoidal")
-def sinusoidal_cases(device: torch.device) -> list[Case]:
-    def case(name, positions, num_hiddens, atol=1e-5):
-        return Case(name, (positions, num_hiddens), _encoding(positions, num_hiddens), atol=atol)
+@register("ch08-position-from-encoding")
+def position_cases(device: torch.device) -> list[Case]:
+    def case(name, positions, num_hiddens):
+        rows = sinusoidal_encoding(int(positions.max()) + 1, num_hiddens)[positions]  # (m, d), float32
+        # the positions must come back exactly: integers, not 14.9997
+        return Case(name, (rows,), positions.clone(), atol=0.0, rtol=0.0)
 
+    shuffled = torch.randperm(1000, generator=torch.Generator().manual_seed(1))
     return [
-        case("positions 0..9, d = 8", torch.arange(10), 8),
-        case("position 0 alone: sin 0 = 0 in even columns, cos 0 = 1 in odd ones", torch.tensor([0]), 6),
-        case("d = 2: one pair, (sin p, cos p)", torch.arange(7), 2),
-        case("positions 100..104 (decoding after 100 tokens), d = 16", torch.arange(100, 105), 16),
-        case("positions in any order, repeated: [7, 3, 3, 0]", torch.tensor([7, 3, 3, 0]), 10),
-        # float32 angles of positions near 1000 are off by about 1e-5 relative, hence the tolerance
-        case("positions 0..999, d = 64 (float32 angles may differ by 1e-4)", torch.arange(1000), 64, atol=2e-4),
-        case("d = 512, the paper's size, positions 0..49", torch.arange(50), 512),
+        case("d = 2, positions 0..6: the angle is p itself, past pi for p >= 4", torch.arange(7), 2),
+        case("position 0 alone, d = 6: (0, 1, 0, 1, 0, 1)", torch.tensor([0]), 6),
+        case("positions in any order, repeated: [5, 5, 0, 3], d = 8", torch.tensor([5, 5, 0, 3]), 8),
+        case("positions 0..999 shuffled, d = 64", shuffled, 64),
+        case("d = 16, positions up to 19,000: the slowest pair turns past pi/2 and past pi",
+             torch.tensor([3, 4_000, 6_000, 9_000, 12_000, 19_000]), 16),
+        case("d = 512, positions 0..49: the slowest pair turns by 1e-4 a position, its cosine stays near 1",
+             torch.arange(50), 512),
     ]
