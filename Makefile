@@ -33,7 +33,7 @@ help:
 	@echo "make execute      re-run every notebook at the book budget and store its outputs (NB=path for one)"
 	@echo "make student      write the student edition (no solutions) into editions/student"
 	@echo "make instructor   write the full edition into editions/instructor"
-	@echo "make words        print each notebook's prose word count (the aim: at most 4,500)"
+	@echo "make words        print each notebook's prose word count (at most 4,500; a test holds it)"
 	@echo "make format       ruff format the notebooks' code (88 characters a line), solution blocks with it"
 	@echo "make setup-cells  rewrite each notebook's first (setup) cell from tools/notebook_setup.py"
 	@echo "make clean        remove the build (keeps .venv)"

@@ -27,3 +27,9 @@ def test_main_lists_every_notebook_and_fails_above_the_limit(tmp_path, monkeypat
     lines = capsys.readouterr().out.splitlines()
     assert lines == ["    50  long.ipynb  over the limit", "    10  short.ipynb", "    60  in all, 2 notebooks"]
     assert word_count.main(["--limit", "50"]) == 0
+
+
+def test_every_chapter_is_within_the_length_aim():
+    """Each notebook's prose is at most word_count.LIMIT (4,500) words: a chapter a reader finishes."""
+    over = {p.name: n for p in word_count.notebooks() if (n := word_count.notebook_words(p)) > word_count.LIMIT}
+    assert not over, f"chapters over {word_count.LIMIT:,} words (make words): {over}"
