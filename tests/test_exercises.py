@@ -137,7 +137,7 @@ def test_bad_arguments_raise_value_errors():
 
 
 def test_a_function_that_changes_its_input_fails_and_leaves_the_checker_intact():
-    from attn_utils import soft_lookup, transpose_qkv
+    from attn_utils import soft_lookup
     from attn_utils.exercises import ch01
 
     stations, walk = ch01.STATIONS.clone(), ch01.WALK.clone()
@@ -156,14 +156,16 @@ def test_a_function_that_changes_its_input_fails_and_leaves_the_checker_intact()
     solution = _function(CODING["ch01-write-soft-lookup"][1]["solution"].source)
     assert grade("ch01-write-soft-lookup", solution).passed  # the cases are as they were
 
-    def splits_then_zeroes(X, num_heads):  # the expected result is a view of X: once, this passed
-        out = transpose_qkv(X, num_heads)
-        X.zero_()
+    contributions = _function(CODING["ch09-head-contributions"][1]["solution"].source)
+
+    def right_answer_then_zeroes_queries(queries, *args):
+        out = contributions(queries, *args)
+        queries.zero_()
         return out
 
-    message = grade("ch09-write-split-heads", splits_then_zeroes).message
-    assert "modified its input 'X' (argument 1) in place" in message
-    assert grade("ch09-write-split-heads", lambda X, num_heads: transpose_qkv(X, num_heads)).passed
+    message = grade("ch09-head-contributions", right_answer_then_zeroes_queries).message
+    assert "modified its input 'queries' (argument 1) in place" in message
+    assert grade("ch09-head-contributions", contributions).passed  # the cases are as they were
 
 
 def test_a_changed_keyword_input_is_named(monkeypatch):
