@@ -72,7 +72,7 @@ def test_causal_attention_over_the_whole_map_fails_only_the_memory_case():
 
     result = grade("ch11-write-causal-tiled-attention", whole_map)
     assert result.cases_passed == result.cases_total - 1
-    assert "no tensor of a quarter of the 64 x 64 map' failed: raised MapTooLarge" in result.message
+    assert "no tensor of a quarter of the 64 x 64 map' failed: raised TensorTooLarge" in result.message
 
 
 def test_merge_without_the_guard_for_empty_blocks_fails_on_the_query_that_sees_nothing():
@@ -121,12 +121,34 @@ def test_alibi_attention_that_scales_the_bias_fails_the_hand_case():
     assert "Case 'by hand: slope 1/2" in _first_failure("ch11-modern-write-alibi-attention", scaled_bias)
 
 
-def test_kv_grouping_that_tiles_the_heads_fails_the_labelled_case():
-    def tiled(kv, num_heads):  # 0, 1, 0, 1 instead of 0, 0, 1, 1
-        return kv.repeat(1, num_heads // kv.shape[1], 1, 1)
+def _grouped(interleaved=False, scaled=True, copy_cache=False):
+    def step(q, K, V):
+        batch, h, d_h = q.shape
+        g = K.shape[1]
+        if copy_cache:  # right values, but the cache repeated for every query head
+            K, V = K.repeat_interleave(h // g, dim=1), V.repeat_interleave(h // g, dim=1)
+            g = h
+        if interleaved:  # heads 0, 1, 0, 1 paired with the key/value heads
+            q = q.reshape(batch, h // g, g, d_h).transpose(1, 2)
+        else:
+            q = q.reshape(batch, g, h // g, d_h)
+        scores = q @ K.transpose(-2, -1) / (d_h**0.5 if scaled else 1.0)
+        out = torch.softmax(scores, dim=-1) @ V  # (batch, g, h/g, d_h)
+        return (out.transpose(1, 2) if interleaved else out).reshape(batch, h, d_h)
 
-    assert "Case '2 key/value heads for 4 query heads: 0, 0, 1, 1" in _first_failure(
-        "ch11-modern-write-kv-grouping", tiled)
+    return step
+
+
+def test_grouped_decode_reference_and_traps():
+    label = "ch11-modern-write-grouped-decode"
+    assert grade(label, _grouped()).passed
+    assert "Case 'one key/value head for 6 query heads (multi-query), d_h = 32" in _first_failure(
+        label, _grouped(scaled=False))
+    assert "Case '4 query heads, 2 key/value heads: heads 0, 1 read group 0" in _first_failure(
+        label, _grouped(interleaved=True))
+    result = grade(label, _grouped(copy_cache=True))
+    assert result.cases_passed == result.cases_total - 1
+    assert "no copy of the cache per query head' failed: raised TensorTooLarge" in result.message
 
 
 def _targets(earlier_offset=-1, shift=True, last_only=False, own_key=True):

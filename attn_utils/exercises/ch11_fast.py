@@ -20,30 +20,32 @@ from ..online_softmax import block_statistics, inverse_or_zero, merge_attention_
 from .core import Case, register, seeded_randn
 
 
-class MapTooLarge(RuntimeError):
-    """Raised when a function builds a tensor as large as a quarter of the n x n map."""
+class TensorTooLarge(RuntimeError):
+    """Raised when a function builds a tensor larger than its exercise allows."""
 
 
-class _NoMap(torch.Tensor):
-    """A tensor whose every operation raises ``MapTooLarge`` when its result has ``limit`` or more
-    numbers: the check that tiled attention never forms the whole map of scores or weights."""
+class _Refusing(torch.Tensor):
+    """A tensor whose every operation raises ``TensorTooLarge`` when its result has ``limit`` or more
+    numbers (``limit`` and ``advice`` are set on a subclass made per case)."""
 
-    limit = 0  # set on a subclass made per case
+    limit = 0
+    advice = ""
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         result = super().__torch_function__(func, types, args, kwargs or {})
         for t in result if isinstance(result, (tuple, list)) else (result,):
             if isinstance(t, torch.Tensor) and t.numel() >= cls.limit:
-                raise MapTooLarge(
+                raise TensorTooLarge(
                     f"your function built a tensor of shape {tuple(t.shape)}, {t.numel():,} "
-                    f"numbers, a quarter of the {cls.n} x {cls.n} map or more; compute one "
-                    f"tile of scores at a time")
+                    f"numbers: {cls.advice}")
         return result
 
 
-def _no_map(tensors, n: int) -> tuple[torch.Tensor, ...]:
-    kind = type("NoMapTensor", (_NoMap,), {"limit": n * n // 4, "n": n})
+def refuse_large(tensors, limit: int, advice: str) -> tuple[torch.Tensor, ...]:
+    """``tensors`` as tensors that refuse to build a result of ``limit`` numbers or more, saying
+    ``advice``: the check that a function works in pieces (tiles, groups) rather than all at once."""
+    kind = type("RefusingTensor", (_Refusing,), {"limit": limit, "advice": advice})
     return tuple(t.as_subclass(kind) for t in tensors)
 
 
@@ -71,8 +73,10 @@ def causal_tiled_cases(device: torch.device) -> list[Case]:
                 torch.tensor([[[1.0], [2.0]]], dtype=torch.float64))
     self_23 = qkv((2,), 23, 23, 8, 5, seed=1)
     Q64, K64, V64 = qkv((1,), 64, 64, 8, 8, seed=20)
+    advice = "a quarter of the 64 x 64 map or more; compute one tile of scores at a time"
     no_map = Case("64 positions, tiles of 16: no tensor of a quarter of the 64 x 64 map",
-                  (*_no_map((Q64, K64, V64), 64), 16), causal_attention(Q64, K64, V64))
+                  (*refuse_large((Q64, K64, V64), 64 * 64 // 4, advice), 16),
+                  causal_attention(Q64, K64, V64))
     return [
         hand,
         case("self-attention over 23 positions, tiles of 5 (the last tile is shorter)",

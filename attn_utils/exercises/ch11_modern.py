@@ -2,12 +2,13 @@
 
 * ``ch11-modern-write-alibi-attention``: causal attention with ALiBi's bias, the queries being the last
   positions of the keys (a decoding step, a chunk of a prompt), with slopes given per head.
-* ``ch11-modern-write-kv-grouping``: the grouping of query heads around shared key/value heads.
+* ``ch11-modern-write-grouped-decode``: a decoding step of grouped-query attention that never copies
+  the cached keys and values for each query head.
 
 The expected results come from the explicit computation (``masked_softmax`` with ``causal_mask``, the
-bias written out from its definition, and a case worked by hand) and from
-``attn_utils.multihead.repeat_kv_heads`` (tested through grouped-query attention computed head by head
-in tests/test_modern_attention.py).
+bias written out from its definition, and a case worked by hand) and from attention over the
+key/value heads repeated by ``attn_utils.multihead.repeat_kv_heads`` (tested through grouped-query
+attention computed head by head in tests/test_modern_attention.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import torch
 from ..alibi import alibi_slopes
 from ..masking import causal_mask, masked_softmax
 from ..multihead import repeat_kv_heads
+from .ch11_fast import refuse_large
 from .core import Case, register
 
 
@@ -30,6 +32,14 @@ def alibi_attention(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, slopes: t
     distance = query_positions[:, None] - torch.arange(n_k, dtype=Q.dtype)[None, :]  # (n_q, n_k): i - j
     scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1]) - slopes[:, None, None] * distance
     return masked_softmax(scores, causal_mask(n_q, n_k)) @ V
+
+
+def grouped_step(q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
+    """One decoding step of grouped-query attention, computed with the key/value heads repeated:
+    q (batch, h, d_h), K and V (batch, g, n, d_h) -> (batch, h, d_h)."""
+    K, V = repeat_kv_heads(K, q.shape[1]), repeat_kv_heads(V, q.shape[1])  # (batch, h, n, d_h)
+    weights = torch.softmax(K @ q[..., None] / math.sqrt(q.shape[-1]), dim=-2)  # (batch, h, n, 1)
+    return (weights * V).sum(dim=-2)
 
 
 @register("ch11-modern-write-alibi-attention")
@@ -67,17 +77,38 @@ def alibi_attention_cases(device: torch.device) -> list[Case]:
     ]
 
 
-@register("ch11-modern-write-kv-grouping")
-def kv_grouping_cases(device: torch.device) -> list[Case]:
-    g = torch.Generator().manual_seed(1)
+@register("ch11-modern-write-grouped-decode")
+def grouped_decode_cases(device: torch.device) -> list[Case]:
+    def case(name, q, K, V):
+        return Case(name, (q, K, V), grouped_step(q, K, V))
 
-    def case(name, kv, num_heads):
-        return Case(name, (kv, num_heads), repeat_kv_heads(kv, num_heads))
+    def qkv(batch, heads, groups, n, d, seed):
+        g = torch.Generator().manual_seed(seed)
+        q = torch.randn(batch, heads, d, generator=g, dtype=torch.float64)
+        K, V = (torch.randn(batch, groups, n, d, generator=g, dtype=torch.float64) for _ in range(2))
+        return q, K, V
 
-    labelled = torch.arange(2.0).reshape(1, 2, 1, 1).expand(1, 2, 3, 2).contiguous()  # head h holds the number h
+    # One shared head, keys 0 and 1, values 0 and 1; query 0 scores them 0 and ln 3 (weights 1/4,
+    # 3/4), query 1 scores them 0 and 0 (weights 1/2, 1/2).
+    hand_q = torch.tensor([[[math.log(3.0)], [0.0]]], dtype=torch.float64)  # (1, 2, 1)
+    keys = torch.tensor([[[[0.0], [1.0]]]], dtype=torch.float64)  # (1, 1, 2, 1)
+    hand = Case("by hand: 2 query heads share 1 key/value head: weights (1/4, 3/4) and (1/2, 1/2) "
+                "give 0.75 and 0.5", (hand_q, keys, keys.clone()),
+                torch.tensor([[[0.75], [0.5]]], dtype=torch.float64))
+    labelled = qkv(1, 4, 2, 6, 8, seed=1)
+    labelled[2][:, 1] += 100.0  # every value of key/value head 1 is about 100, of head 0 about 0
+    q, K, V = qkv(2, 8, 2, 64, 16, seed=5)
+    advice = ("as large as the cache repeated for every query head; reshape the queries into "
+              "groups instead of copying the keys and values")
+    no_copy = Case("8 query heads, 2 key/value heads, 64 cached positions: no copy of the cache "
+                   "per query head", (q, *refuse_large((K, V), 2 * K.numel(), advice)), grouped_step(q, K, V))
     return [
-        case("2 key/value heads for 4 query heads: 0, 0, 1, 1 (not 0, 1, 0, 1)", labelled, 4),
-        case("as many key/value heads as query heads: unchanged", torch.randn(2, 4, 5, 3, generator=g), 4),
-        case("one key/value head for 6 query heads (multi-query)", torch.randn(2, 1, 5, 3, generator=g), 6),
-        case("3 key/value heads for 12 query heads", torch.randn(1, 3, 4, 8, generator=g), 12),
+        hand,
+        case("one key/value head for 6 query heads (multi-query), d_h = 32: scores scaled by 1/sqrt(32)",
+             *qkv(2, 6, 1, 9, 32, seed=3)),
+        case("4 query heads, 2 key/value heads: heads 0, 1 read group 0, heads 2, 3 group 1 (values "
+             "of group 1 are near 100)", *labelled),
+        case("as many key/value heads as query heads: ordinary multi-head attention", *qkv(2, 4, 4, 7, 8, seed=2)),
+        case("12 query heads, 3 key/value heads, batch of 3", *qkv(3, 12, 3, 5, 8, seed=4)),
+        no_copy,
     ]
