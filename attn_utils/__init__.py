@@ -124,7 +124,6 @@ from .compare import BOOK_RECIPES as BOOK_RECIPES
 from .compare import BOOK_STEPS as BOOK_STEPS
 from .compare import compare_translators as compare_translators
 from .compare import format_table as format_table
-from .compare import train_and_score as train_and_score
 from .compare import train_recipe as train_recipe
 from .luong import LuongDecoder as LuongDecoder
 from .luong import local_attention_weights as local_attention_weights

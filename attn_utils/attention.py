@@ -88,7 +88,7 @@ def hide_unseen_keys(queries: torch.Tensor, keys: torch.Tensor, valid_lens) -> t
     gradient by it, and 0 * NaN = NaN in the gradient of every query. (A non-finite key that some
     query does see still makes the gradients of the others NaN: its output is NaN anyway.) Costs one
     sum of the keys when they are all finite."""
-    if valid_lens is None or _all_finite(keys):
+    if valid_lens is None or all_finite(keys):
         return keys
     scores = torch.empty((), device=keys.device).expand(*queries.shape[:-1], keys.shape[-2])  # shape only
     mask = make_mask(scores, valid_lens, within_keys=True)  # (..., Q or 1, K) broadcastable to the scores
@@ -101,7 +101,7 @@ def weighted_values(weights: torch.Tensor, values: torch.Tensor, visible: torch.
     see (``visible`` False) never matters, even NaN or inf (a plain product gives 0 * NaN = NaN); a
     non-finite value that it can see makes that feature of its output NaN. Costs one sum of the
     values when they are all finite."""
-    if _all_finite(values):
+    if all_finite(values):
         return weights @ values
     finite = values.isfinite()
     output = weights @ values.masked_fill(~finite, 0.0)
@@ -109,7 +109,7 @@ def weighted_values(weights: torch.Tensor, values: torch.Tensor, visible: torch.
     return output.masked_fill(poisoned, float("nan"))
 
 
-def _all_finite(*tensors) -> bool:
+def all_finite(*tensors) -> bool:
     """Are the tensors free of NaN and inf? One host sync, and a sum per tensor rather than an
     ``isfinite`` pass (about 40 times cheaper on CPU): a NaN or inf always makes the sum non-finite;
     a sum that overflows says "no" for finite inputs, which only costs the slower exact path."""
@@ -154,7 +154,7 @@ def fused_dot_product_attention(queries, keys, values, valid_lens=None, scale: f
     (the common case) cost one sum of each.
     """
     finite_bias = bias is None or not isinstance(bias, torch.Tensor) or bool((bias < float("inf")).all())
-    if not (finite_bias and _all_finite(queries, keys, values)):
+    if not (finite_bias and all_finite(queries, keys, values)):
         scores = add_bias(dot_score(queries, hide_unseen_keys(queries, keys, valid_lens), scale), bias)
         weights, visible = masked_softmax_visible(scores, valid_lens)
         return weighted_values(weights, values, visible)

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from timing import interleaved_medians
 
 from attn_utils import DotProductAttention, get_device
-from attn_utils.attention import _all_finite
+from attn_utils.attention import all_finite
 
 SHAPES = [(32, 4, 64, 64), (8, 4, 256, 256), (2, 4, 1024, 1024), (8, 4, 1, 1024)]  # the last: one decode step
 
@@ -33,7 +33,7 @@ def time_one_shape(layer, q, k, v, mask, device, repeats):
     """Median seconds of SDPA, the layer and the check alone, interleaved; the layer checked against SDPA first."""
     torch.testing.assert_close(layer(q, k, v, mask), F.scaled_dot_product_attention(q, k, v, mask))
     return interleaved_medians([lambda: F.scaled_dot_product_attention(q, k, v, mask), lambda: layer(q, k, v, mask),
-                                lambda: _all_finite(q, k, v)], device, repeats=repeats)
+                                lambda: all_finite(q, k, v)], device, repeats=repeats)
 
 
 def main() -> None:
