@@ -12,7 +12,7 @@ import torch
 
 from ..lookup import hard_lookup, soft_lookup
 from ..masking import masked_softmax
-from .core import Case, register, seeded_randn
+from .core import Case, refuse_large, register, seeded_randn
 
 # The six weather stations of the chapter: positions in km and temperatures in degrees C.
 STATIONS = torch.tensor([[1.0, 1.5], [8.0, 2.0], [3.5, 4.0], [6.5, 7.5], [2.0, 8.0], [8.5, 5.5]])
@@ -24,35 +24,6 @@ TOWN_B = torch.tensor([[2.0, 2.0], [6.0, 3.0], [4.0, 7.0], [9.0, 8.0]])
 TEMPERATURES_B = torch.tensor([21.0, 19.5, 18.0, 16.5])
 
 
-class TensorTooLarge(RuntimeError):
-    """Raised when a function builds a tensor as large as (queries, keys, features)."""
-
-
-class _Watched(torch.Tensor):
-    """A tensor whose every operation raises ``TensorTooLarge`` when its result has ``limit`` or more
-    numbers: the check that a soft lookup never forms all (query, key) differences at once."""
-
-    limit = 0  # set on a subclass made per case
-    shape_names = ""
-
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        result = super().__torch_function__(func, types, args, kwargs or {})
-        for t in result if isinstance(result, (tuple, list)) else (result,):
-            if isinstance(t, torch.Tensor) and t.numel() >= cls.limit:
-                raise TensorTooLarge(
-                    f"your function built a tensor of shape {tuple(t.shape)}, {t.numel():,} numbers: "
-                    f"{cls.shape_names}; compute the scores without forming every difference q - k "
-                    f"(expand the square)")
-        return result
-
-
-def watched(tensors, limit: int, shape_names: str) -> tuple[torch.Tensor, ...]:
-    """``tensors`` as tensors (of one class) that refuse to build a result of ``limit`` numbers or more."""
-    kind = type("WatchedTensor", (_Watched,), {"limit": limit, "shape_names": shape_names})
-    return tuple(t.as_subclass(kind) for t in tensors)
-
-
 @register("ch01-write-soft-lookup")
 def soft_lookup_cases(device: torch.device) -> list[Case]:
     def case(name, q, k, v, t, **tolerance):
@@ -62,9 +33,10 @@ def soft_lookup_cases(device: torch.device) -> list[Case]:
     queries, keys = seeded_randn(n, d, seed=1, scale=0.5), seeded_randn(m, d, seed=2, scale=0.5)
     values = seeded_randn(m, seed=3)
     limit = n * m * d // 2
-    names = f"at least half as many as the {n} x {m} x {d} (queries x keys x features) differences"
+    advice = (f"at least half as many as the {n} x {m} x {d} (queries x keys x features) differences; "
+              "compute the scores without forming every difference q - k (expand the square)")
     big = Case(f"{n} queries, {m} keys with {d} features: no tensor of {n} x {m} x {d} differences",
-               (*watched((queries, keys, values), limit, names), 8.0),
+               (*refuse_large((queries, keys, values), limit, advice), 8.0),
                soft_lookup(queries, keys, values, temperature=8.0)[0])
     return [
         case("one query, the six stations, temperature 3", WALK[:1], STATIONS, TEMPERATURES, 3.0),

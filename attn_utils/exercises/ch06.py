@@ -16,8 +16,7 @@ import torch
 
 from ..luong import LuongDecoder, local_attention_weights
 from ..scoring import general_score
-from .ch01 import watched
-from .core import Case, register, seeded_randn
+from .core import Case, refuse_large, register, seeded_randn
 
 
 @torch.no_grad()
@@ -63,7 +62,7 @@ def window_context_cases(device: torch.device) -> list[Case]:
         args = (h_t, enc, torch.tensor(src_lens), torch.tensor(centres), W_a, window)
         expected = _window_context(*args)
         if watch is not None:  # the same inputs, as tensors that refuse to build a (batch, Q, S) result
-            args = (*watched(args[:5], *watch), window)
+            args = (*refuse_large(args[:5], *watch), window)
         return Case(name, args, expected)
 
     # By hand: 1-number states 0, 1, 2, 3, 4 and W_a = 0, so every score is 0: the window's softmax is
@@ -72,7 +71,8 @@ def window_context_cases(device: torch.device) -> list[Case]:
     hand = (math.exp(-0.5) + 2 + 3 * math.exp(-0.5) + 4 * math.exp(-2)) / 5
     d, B, Q, S = 4, 2, 64, 4000
     big_limit = B * Q * S // 2
-    names = f"at least half as many numbers as the {B} x {Q} x {S} (batch x steps x source positions) scores"
+    names = (f"at least half as many numbers as the {B} x {Q} x {S} (batch x steps x source positions) "
+             "scores; gather the 2D + 1 states of each window instead of scoring every position")
     big_centres = (torch.rand(B, Q, generator=torch.Generator().manual_seed(9)) * torch.tensor([[S], [3000]])).tolist()
     return [
         case(f"by hand: states 0..4, zero scores, p_t = 2, D = 2 (expected {hand:.4f})", torch.ones(1, 1, 1),

@@ -17,36 +17,7 @@ import torch
 
 from ..masking import causal_mask, masked_softmax
 from ..online_softmax import block_statistics, inverse_or_zero, merge_attention_blocks
-from .core import Case, register, seeded_randn
-
-
-class TensorTooLarge(RuntimeError):
-    """Raised when a function builds a tensor larger than its exercise allows."""
-
-
-class _Refusing(torch.Tensor):
-    """A tensor whose every operation raises ``TensorTooLarge`` when its result has ``limit`` or more
-    numbers (``limit`` and ``advice`` are set on a subclass made per case)."""
-
-    limit = 0
-    advice = ""
-
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        result = super().__torch_function__(func, types, args, kwargs or {})
-        for t in result if isinstance(result, (tuple, list)) else (result,):
-            if isinstance(t, torch.Tensor) and t.numel() >= cls.limit:
-                raise TensorTooLarge(
-                    f"your function built a tensor of shape {tuple(t.shape)}, {t.numel():,} "
-                    f"numbers: {cls.advice}")
-        return result
-
-
-def refuse_large(tensors, limit: int, advice: str) -> tuple[torch.Tensor, ...]:
-    """``tensors`` as tensors that refuse to build a result of ``limit`` numbers or more, saying
-    ``advice``: the check that a function works in pieces (tiles, groups) rather than all at once."""
-    kind = type("RefusingTensor", (_Refusing,), {"limit": limit, "advice": advice})
-    return tuple(t.as_subclass(kind) for t in tensors)
+from .core import Case, refuse_large, register, seeded_randn
 
 
 def causal_attention(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> torch.Tensor:

@@ -20,8 +20,7 @@ import torch
 from ..alibi import alibi_slopes
 from ..masking import causal_mask, masked_softmax
 from ..multihead import repeat_kv_heads
-from .ch11_fast import refuse_large
-from .core import Case, register
+from .core import Case, refuse_large, register
 
 
 def alibi_attention(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, slopes: torch.Tensor) -> torch.Tensor:
