@@ -16,17 +16,23 @@ PYTEST_WORKERS ?= 2
 # training loops down many times over (oversubscription).
 TEST_THREADS ?= 1
 JB_FLAGS ?=
+# make test-gpu runs with a Python that already has CUDA torch and the test tools (no environment is
+# made): PY=python3 names it; GPU_WORKERS pytest workers share the GPU.
+PY ?= $(BIN)/python
+GPU_WORKERS ?= 4
 
 WEB := tools/web
 WEB_STAMP := $(WEB)/node_modules/.installed
 CHROMIUM ?= chromium
 
-.PHONY: help env web-assets browser check-site lint format book book-strict test execute setup-cells student instructor words clean
+.PHONY: help env web-assets browser check-site lint format book book-strict test test-gpu execute setup-cells student instructor words clean
 
 help:
 	@echo "make book         build the book into _build/html"
 	@echo "make test         lint + book build with warnings as errors + unit tests + every notebook (nbval)"
 	@echo "                  + the browser test of every page"
+	@echo "make test-gpu     on a CUDA machine, with its own Python (PY=python3): the unit tests, CUDA variants"
+	@echo "                  included, and every notebook at the quick budget with the device forced to CUDA"
 	@echo "make lint         ruff over attn_utils, tests, tools, benchmarks and the notebooks;"
 	@echo "                  actionlint (with ShellCheck) over the GitHub workflows"
 	@echo "make check-site   the browser test alone, on the book as last built"
@@ -92,6 +98,17 @@ book-strict: web-assets
 test: lint book-strict browser
 	$(BIN)/python -m tools.notebook_setup --check
 	ATTN_UTILS_QUICK=1 CHROMIUM=$$(command -v $(CHROMIUM)) OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --nbval-lax --nbval-current-env tests chapters
+
+# The GPU path: every unit test (the cuda variants run instead of skipping) and every notebook at the
+# quick budget with ATTN_UTILS_DEVICE=cuda, in the Python named by PY, installing nothing: for a GPU
+# machine that has torch and the test tools but may have no network. No lint, book build or browser
+# test: those do not depend on the device, and make test runs them.
+test-gpu:
+	@$(PY) -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else \
+	  'make test-gpu needs a CUDA GPU, and torch ' + torch.__version__ + ' in ' + sys.executable + ' sees none')"
+	$(PY) -c "import torch; print('testing on', torch.cuda.get_device_name(0), 'with torch', torch.__version__)"
+	ATTN_UTILS_QUICK=1 ATTN_UTILS_DEVICE=cuda $(PY) -m pytest -n $(GPU_WORKERS) --dist loadfile --nbval-lax \
+	  --nbval-current-env tests chapters --ignore=tests/test_browser.py -rs
 
 # The book budget, whatever the environment says: these are the outputs the book shows.
 execute: $(STAMP)

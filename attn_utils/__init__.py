@@ -43,6 +43,7 @@ shared: translation data (chapters       ``data.loader``, ``data.tatoeba``,
                                          ``data.bundled``, ``data.generate``
 shared: figures, widgets, measurements   ``plot``, ``widgets``, ``measure``,
                                          ``diagrams``
+shared: tolerances on every device       ``tolerance``
 shared: exercise checking                                                             ``exercises.core``
 =======================================  ===========================================  ==========================
 """

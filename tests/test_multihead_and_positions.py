@@ -18,6 +18,7 @@ from attn_utils.positional import (
     relative_shift_matrix,
     sinusoidal_encoding,
 )
+from attn_utils.tolerance import assert_close
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -258,7 +259,7 @@ def test_multihead_on_every_device(any_device):
     mha.to(any_device)
     got = mha(queries.to(any_device), keys.to(any_device), values.to(any_device), lens.to(any_device))
     assert got.device.type == any_device.type
-    torch.testing.assert_close(got.cpu(), want, atol=1e-4, rtol=1e-4)
+    assert_close(got, want)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from attn_utils.decoding import beam_search, greedy_decode
 from attn_utils.evaluate import evaluate_bleu
 from attn_utils.masking import causal_mask
 from attn_utils.registry import build_model
+from attn_utils.tolerance import assert_close
 from attn_utils.train import load_checkpoint, save_checkpoint, train_seq2seq
 from attn_utils.transformer import (
     AddNorm,
@@ -218,7 +219,7 @@ def test_transformer_on_every_device(any_device):
     model = _model(11)
     want = model(SRC, DEC_IN, SRC_LEN)
     got = model.to(any_device)(SRC.to(any_device), DEC_IN.to(any_device), SRC_LEN.to(any_device))
-    torch.testing.assert_close(got.cpu(), want, atol=1e-4, rtol=1e-4)
+    assert_close(got, want)
     decoded = greedy_decode(model, SRC.to(any_device), SRC_LEN.to(any_device), 1, 2, 6)
     assert decoded.tokens == greedy_decode(model.cpu(), SRC, SRC_LEN, 1, 2, 6).tokens
 

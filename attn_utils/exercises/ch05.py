@@ -22,14 +22,19 @@ from .core import Case, register, seeded_randn
 
 @torch.no_grad()
 def _backward_states(rnn: nn.GRU, x: torch.Tensor, lens: torch.Tensor) -> torch.Tensor:
-    """The backward direction of a bidirectional GRU with ``rnn``'s weights, on packed sequences."""
-    both = nn.GRU(rnn.input_size, rnn.hidden_size, batch_first=True, bidirectional=True)
+    """The backward direction of a bidirectional GRU with ``rnn``'s weights, on packed sequences.
+
+    Computed in float64 on the CPU and rounded once to ``x``'s dtype, so that a float32 answer is
+    compared with the exact states rather than with another kernel's rounding.
+    """
+    both = nn.GRU(rnn.input_size, rnn.hidden_size, batch_first=True, bidirectional=True, dtype=torch.float64)
     for name in ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"):
         getattr(both, name + "_reverse").copy_(getattr(rnn, name))
-    packed = nn.utils.rnn.pack_padded_sequence(x.cpu(), lens.cpu(), batch_first=True, enforce_sorted=False)
-    out, _ = both.cpu()(packed)
+    packed = nn.utils.rnn.pack_padded_sequence(x.cpu().double(), lens.cpu(), batch_first=True,
+                                               enforce_sorted=False)
+    out, _ = both(packed)
     out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
-    return out[..., rnn.hidden_size:]  # (batch, steps, hidden): zeros at the padding
+    return out[..., rnn.hidden_size:].to(x.dtype)  # (batch, steps, hidden): zeros at the padding
 
 
 def _gru(inputs: int, hidden: int, seed: int) -> nn.GRU:

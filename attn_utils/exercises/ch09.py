@@ -98,7 +98,13 @@ def head_contributions_cases(device: torch.device) -> list[Case]:
 
 @torch.no_grad()
 def _relative_bias(X, W_q, W_k, W_v, W_o, bias, num_heads, valid_lens=None) -> torch.Tensor:
-    """Head by head and pair by pair: scores q_i . k_j / sqrt(d_h) + bias[head, clip(j - i) + R]."""
+    """Head by head and pair by pair, in float64: scores q_i . k_j / sqrt(d_h) + bias[head, clip(j - i) + R].
+
+    The result is returned in ``X``'s dtype: rounded once, so a float32 answer is compared with the
+    exact value, not with another float32 summation order.
+    """
+    dtype = X.dtype
+    X, W_q, W_k, W_v, W_o, bias = (t.double() for t in (X, W_q, W_k, W_v, W_o, bias))
     batch, n, _ = X.shape
     d = W_q.shape[0]
     d_h, reach = d // num_heads, (bias.shape[1] - 1) // 2
@@ -112,14 +118,14 @@ def _relative_bias(X, W_q, W_k, W_v, W_o, bias, num_heads, valid_lens=None) -> t
             for j in range(n):
                 added[i, j] = bias[head, min(max(j - i, -reach), reach) + reach]
         heads.append(masked_softmax(scores + added, valid_lens) @ V[..., cols])  # (batch, n, d_h)
-    return torch.cat(heads, dim=-1) @ W_o.T  # (batch, n, d)
+    return (torch.cat(heads, dim=-1) @ W_o.T).to(dtype)  # (batch, n, d)
 
 
 @register("ch09-relative-bias")
 def relative_bias_cases(device: torch.device) -> list[Case]:
-    def case(name, X, W, bias, num_heads, valid_lens=None, **tolerance):
+    def case(name, X, W, bias, num_heads, valid_lens=None):
         args = (X, *W, bias, num_heads, valid_lens)
-        return Case(name, args, _relative_bias(*args), **tolerance)
+        return Case(name, args, _relative_bias(*args))
 
     # By hand: W_q = 0 leaves only the bias; head 0 puts 50 on offset -1 (the key before), head 1 on
     # offset +1 (the key after), so with W_v = W_o = I the output at i is (x_(i-1) in head 0's columns,

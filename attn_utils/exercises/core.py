@@ -15,6 +15,8 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
+from ..tolerance import full_float32, least_precise, magnitude, tolerance
+
 REGISTRY: dict[str, Callable] = {}
 
 #: seconds one case may take before the checker gives up on it (``run_cases(..., timeout=)``)
@@ -58,14 +60,35 @@ def refuse_large(tensors, limit: int, advice: str) -> tuple[torch.Tensor, ...]:
 
 @dataclass
 class Case:
-    """One call of the reader's function: ``fn(*args, **kwargs)`` should return ``expected``."""
+    """One call of the reader's function: ``fn(*args, **kwargs)`` should return ``expected``.
+
+    The result must match within ``attn_utils.tolerance``'s policy for its dtype and device, relative
+    to ``scale``: the largest magnitude in the computation, by default that of the expected result
+    (give it where intermediate values grow larger, e.g. large scores; not the inputs, which may hold
+    trap values that never enter a correct computation). ``atol`` and
+    ``rtol``, when given, replace the policy's (``0.0`` for a result that must be exact).
+    """
 
     name: str
     args: tuple
     expected: torch.Tensor
     kwargs: dict = field(default_factory=dict)
-    atol: float = 1e-5
-    rtol: float = 1e-4
+    atol: float | None = None
+    rtol: float | None = None
+    scale: float | None = None
+
+    def tolerance(self, got: torch.Tensor, device: torch.device) -> dict:
+        """``{"atol", "rtol"}`` for comparing ``got``, computed on ``device``, with the expected result."""
+        dtypes = (got.dtype, self.expected.dtype)
+        if not any(d.is_floating_point for d in dtypes):
+            policy = {"atol": 0.0, "rtol": 0.0}  # integers: exact
+        else:
+            scale = self.scale
+            if scale is None:
+                scale = magnitude(self.expected)
+            policy = tolerance(least_precise(dtypes), device, scale)
+        return {"atol": policy["atol"] if self.atol is None else self.atol,
+                "rtol": policy["rtol"] if self.rtol is None else self.rtol}
 
 
 @dataclass
@@ -139,9 +162,11 @@ def compare(got, case: Case, device: torch.device) -> str | None:
     g, w = got.detach().cpu().double(), want.detach().cpu().double()
     if torch.isnan(g).any() and not torch.isnan(w).any():
         return f"expected {_show(want)}, got NaN in {_show(got)}"
-    if not torch.allclose(g, w, atol=case.atol, rtol=case.rtol, equal_nan=True):
+    tol = case.tolerance(got, device)
+    if not torch.allclose(g, w, **tol, equal_nan=True):
         worst = (g - w).abs().max().item()
-        return f"expected {_show(want)}, got {_show(got)} (largest difference {worst:.3g})"
+        return (f"expected {_show(want)}, got {_show(got)} (largest difference {worst:.3g}; allowed "
+                f"{tol['atol']:.2g} + {tol['rtol']:.2g} x |expected|)")
     return None
 
 
@@ -234,7 +259,8 @@ def run_cases(label: str, fn: Callable, device=None, timeout: float | None = DEF
     ``fn`` gets copies of each case's inputs; a case fails if ``fn`` changed one of them in place (the
     checker's own data, and the expected results, stay as they were). A case that takes more than
     ``timeout`` seconds (None: no limit) fails, and the cases after it are not run: the call cannot be
-    stopped, so it may go on running in the background.
+    stopped, so it may go on running in the background. Results are compared within
+    ``attn_utils.tolerance``'s policy (``Case``), with TF32 off on CUDA.
 
     Never raises for a wrong or missing answer; raises ValueError for an unknown label or a non-function.
     """
@@ -245,6 +271,14 @@ def run_cases(label: str, fn: Callable, device=None, timeout: float | None = DEF
     if timeout is not None and not timeout > 0:
         raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
     device = torch.device("cpu" if device is None else device)
+    # TF32 off while the cases are built, run and compared: the check is of the reader's formula, so
+    # float32 means float32 on every device, and a correct answer's tolerance is the CPU's.
+    with full_float32():
+        return _run_cases(label, fn, device, timeout)
+
+
+def _run_cases(label: str, fn: Callable, device: torch.device, timeout: float | None) -> CheckResult:
+    """``run_cases`` once its arguments are checked."""
     cases = REGISTRY[label](device)
     failures: list[tuple[str, str]] = []  # (case name, what went wrong)
     for index, case in enumerate(cases):
