@@ -41,7 +41,9 @@ def model_logits(model: nn.Module, X: torch.Tensor) -> torch.Tensor:
 
 
 def _target_logprobs(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
-    """``(batch, steps - 1)``: the log-probability of ``tokens[:, 1:]`` given the tokens before each."""
+    """``(batch, steps - 1)``: the log-probability of ``tokens[:, 1:]`` given the tokens before each,
+    on the model's device (the tokens may come from the CPU)."""
+    tokens = tokens.to(next(model.parameters(), tokens).device)
     logits = model_logits(model, tokens[:, :-1])  # (batch, steps - 1, vocab)
     return torch.log_softmax(logits, dim=-1).gather(-1, tokens[:, 1:, None])[..., 0]
 

@@ -21,8 +21,13 @@ from .lookup import soft_lookup
 from .plot import show_heatmaps
 
 
+def _on_cpu(x) -> torch.Tensor:
+    """``x`` (a tensor on any device, an array, a list) as a float32 CPU tensor: the figures compute there."""
+    return torch.as_tensor(x, dtype=torch.float32).detach().cpu()
+
+
 def _as_points(keys) -> torch.Tensor:
-    keys = torch.as_tensor(keys, dtype=torch.float32)
+    keys = _on_cpu(keys)
     if keys.dim() != 2 or keys.shape[1] != 2:
         raise ValueError(f"keys must be points in the plane, shape (num_keys, 2); got {tuple(keys.shape)}")
     return keys
@@ -35,8 +40,8 @@ def draw_lookup(query, keys, values, temperature=1.0, score="neg_sq_dist", key_l
     the pooled value in the title. Right panel: the weights as bars. Returns the figure.
     """
     keys = _as_points(keys)
-    values = torch.as_tensor(values, dtype=torch.float32)
-    query = torch.as_tensor(query, dtype=torch.float32).reshape(1, 2)
+    values = _on_cpu(values)
+    query = _on_cpu(query).reshape(1, 2)
     output, weights = soft_lookup(query, keys, values, temperature=temperature, score=score)
     w = weights[0].numpy()
     labels = list(key_labels) if key_labels is not None else [str(i) for i in range(len(keys))]
@@ -104,11 +109,10 @@ def query_explorer(keys, values, key_labels=None, score="neg_sq_dist", query=(0.
 def draw_nw_fit(x_train, y_train, kernel="gaussian", width=0.5, truth=None, queries=None, axes=None):
     """Draw one Nadaraya–Watson fit: the data, the fit (and ``truth``, a function, if given) on
     the left, the attention weights (queries x training inputs) on the right. Returns the figure."""
-    x_train = torch.as_tensor(x_train, dtype=torch.float32)
-    y_train = torch.as_tensor(y_train, dtype=torch.float32)
+    x_train, y_train = _on_cpu(x_train), _on_cpu(y_train)
     if queries is None:
         queries = torch.linspace(float(x_train.min()), float(x_train.max()), 100)
-    queries = torch.as_tensor(queries, dtype=torch.float32)
+    queries = _on_cpu(queries)
     fit, weights = nadaraya_watson(queries, x_train, y_train, kernel, width)  # (Q,), (Q, n)
     if axes is None:
         fig, axes = plt.subplots(1, 2, figsize=(7.5, 2.8), layout="constrained")

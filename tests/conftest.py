@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # so tests can import 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # and the repository's tools/
 
 from d2l_reference import load_d2l
+from simulated_accelerator import ACCELERATOR, SimulatedAccelerator
 
 
 def _accelerators() -> list[str]:
@@ -37,20 +38,31 @@ def d2l():
     return load_d2l()
 
 
-@pytest.fixture(params=["cpu"] + ["cuda", "mps"])
+@pytest.fixture(params=["cpu", "cuda", "mps", "simulated"])
 def any_device(request):
-    """Every device type: CPU always, CUDA and MPS where present (skipped cleanly where absent)."""
+    """Every device type: CPU always, CUDA and MPS where present (skipped cleanly where absent), and on a
+    machine without CUDA a simulated accelerator (``simulated_accelerator``): the test runs with
+    ``torch.device("cuda")`` on the CPU, and any tensor it or the package leaves on the CPU beside one
+    "on the GPU" raises, as on CUDA."""
+    if request.param == "simulated":
+        if "cuda" in ACCELERATORS:
+            pytest.skip("this machine has CUDA: the cuda variant runs instead")
+        with SimulatedAccelerator():
+            yield ACCELERATOR
+        return
     if request.param != "cpu" and request.param not in ACCELERATORS:
         pytest.skip(f"no {request.param} device on this machine")
-    return torch.device(request.param)
+    yield torch.device(request.param)
 
 
 @pytest.fixture
 def gpu_device():
-    """An accelerator (CUDA or MPS); tests that use it skip cleanly where there is none."""
-    if not ACCELERATORS:
-        pytest.skip("no CUDA or MPS device on this machine")
-    return torch.device(ACCELERATORS[0])
+    """An accelerator: CUDA or MPS where present, else the simulated one (``any_device``)."""
+    if ACCELERATORS:
+        yield torch.device(ACCELERATORS[0])
+        return
+    with SimulatedAccelerator():
+        yield ACCELERATOR
 
 
 @pytest.fixture

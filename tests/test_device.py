@@ -7,6 +7,7 @@ import random
 import numpy as np
 import pytest
 import torch
+from simulated_accelerator import simulated
 
 from attn_utils.device import DEVICE_ENV_VAR, available_devices, get_device, set_seed, try_gpu
 
@@ -84,6 +85,8 @@ def test_set_seed_rejects_non_integers():
 
 
 def test_accelerator_is_chosen_when_present(gpu_device, monkeypatch):
+    if simulated(gpu_device):
+        pytest.skip("get_device() detects real hardware (test_order_is_cuda_then_mps_then_cpu covers the choice)")
     monkeypatch.delenv(DEVICE_ENV_VAR, raising=False)
     assert get_device().type == gpu_device.type
     assert torch.ones(2, device=get_device()).sum().item() == 2.0

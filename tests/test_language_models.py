@@ -24,6 +24,7 @@ from attn_utils import (
 )
 from attn_utils.language_models import causal_lm_loss
 from attn_utils.sampling import sample_from, top_k_filter
+from attn_utils.tolerance import assert_close
 
 
 def small_lm(vocab=30, device="cpu", dtype=torch.float64, **kwargs):
@@ -415,7 +416,7 @@ def test_models_sampling_and_masking_on_any_device(any_device):
     b, lb = generate(model, prompt, 8, 1.0, 5, use_cache=False, generator=torch.Generator().manual_seed(1),
                      return_logits=True)
     assert a.device.type == any_device.type and torch.equal(a, b)
-    torch.testing.assert_close(la, lb, atol=1e-4, rtol=1e-4)
+    assert_close(la, lb)
     cpu = generate(small_lm(dtype=torch.float32), prompt.cpu(), 8, 1.0, 5, generator=torch.Generator().manual_seed(1))
     assert torch.equal(a.cpu(), cpu)  # draws come from the CPU generator: the same text on every device
     tokens = torch.randint(5, 30, (4, 7), device=any_device)
