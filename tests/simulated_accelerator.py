@@ -26,7 +26,6 @@ import weakref
 
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils._pytree import tree_flatten, tree_map
 
 ACCELERATOR = torch.device("cuda")
 _TENSOR = torch._C.TensorBase
@@ -39,6 +38,8 @@ _MIXING_ALLOWED = {_TENSOR.__getitem__, _TENSOR.__setitem__, _TENSOR.copy_, _PAC
 # recurrent layers on packed sequences take the batch sizes, on the CPU, as their second argument
 _PACKED_RNNS = {torch._VF.gru, torch._VF.lstm, torch._VF.rnn_tanh, torch._VF.rnn_relu}
 _MOVES = {_TENSOR.to, _TENSOR.cuda, _TENSOR.cpu}
+_DEVICE_GET, _DATA_SET = _TENSOR.device.__get__, _TENSOR.data.__set__
+_IN_PLACE_DESTINATION = {_TENSOR.copy_, _TENSOR.__setitem__}
 _NUMPY = {_TENSOR.numpy, _TENSOR.__array__} if hasattr(_TENSOR, "__array__") else {_TENSOR.numpy}
 
 
@@ -118,9 +119,9 @@ class SimulatedAccelerator(TorchFunctionMode):
     # -- the mode ---------------------------------------------------------------------------------------
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func == _TENSOR.device.__get__:
+        if func == _DEVICE_GET:
             return ACCELERATOR if self.on_accelerator(args[0]) else func(*args)
-        if func == _TENSOR.data.__set__:  # module.to() sets param.data to the moved copy
+        if func == _DATA_SET:  # module.to() sets param.data to the moved copy
             target, value = args
             result = func(*args)
             (self._tag if self.on_accelerator(value) else self._untag)(target)
@@ -139,7 +140,9 @@ class SimulatedAccelerator(TorchFunctionMode):
         checked = args
         if func in _PACKED_RNNS and len(args) > 1 and isinstance(args[1], torch.Tensor) and args[1].dim() == 1:
             checked = (args[0], *args[2:])  # the batch sizes of a packed sequence stay on the CPU
-        tensors = [t for t in tree_flatten((checked, kwargs))[0] if isinstance(t, torch.Tensor)]
+        tensors = list(_tensors(checked, kwargs))
+        if not tensors and device is None:
+            return func(*args, **kwargs)  # no tensor, no device: nothing to check or tag
         tagged = [t for t in tensors if self.on_accelerator(t)]
         if tagged and func not in _MIXING_ALLOWED:
             plain = [t for t in tensors if not self.on_accelerator(t) and t.dim() > 0]
@@ -152,12 +155,13 @@ class SimulatedAccelerator(TorchFunctionMode):
         if (tagged or to_accelerator) and generator is not None and generator.device.type == "cpu":
             raise DeviceMixError(f"{_name(func)}: a CPU generator cannot draw numbers for the accelerator")
         result = func(*args, **kwargs)
-        if func in (_TENSOR.copy_, _TENSOR.__setitem__):
+        if func in _IN_PLACE_DESTINATION:
             return result  # the destination stays where it is
         if func is _PACK and tagged:
             self._tag(result[0])  # the packed data; its batch sizes stay on the CPU, as on CUDA
         elif to_accelerator or (tagged and device is None):
-            tree_map(self._tag, result)
+            for t in _tensors((result,), {}):
+                self._tag(t)
         return result
 
     def _move(self, func, args, kwargs):
@@ -184,6 +188,15 @@ class SimulatedAccelerator(TorchFunctionMode):
         return self._tag(result) if target else self._untag(result)
 
 
+def _tensors(args, kwargs):
+    """The tensors among ``args`` and ``kwargs``' values, looking one list or tuple deep."""
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, torch.Tensor):
+            yield a
+        elif isinstance(a, (list, tuple)):
+            yield from (t for t in a if isinstance(t, torch.Tensor))
+
+
 def simulated(device: torch.device) -> bool:
     """Whether ``device`` stands for the simulated accelerator: CUDA named on a machine without it."""
     return torch.device(device).type == "cuda" and not torch.cuda.is_available()
@@ -195,3 +208,17 @@ def to_accelerator(x):
     if isinstance(x, (tuple, list)):
         return type(x)(to_accelerator(v) for v in x)
     return x.to(ACCELERATOR)
+
+
+def activate_in_this_process() -> SimulatedAccelerator:
+    """Run the rest of this process on the simulated accelerator, as a notebook kernel's startup file
+    does (``tests/test_notebooks_on_simulated_gpu.py``): with ``ATTN_UTILS_DEVICE=cuda`` the notebook's
+    ``get_device()`` then picks it. ``torch.cuda.synchronize`` becomes a no-op; CUDA's memory statistics
+    and random state remain out of reach, so cells that measure them need a real GPU."""
+    import attn_utils.device
+
+    mode = SimulatedAccelerator()
+    mode.__enter__()
+    attn_utils.device.available_devices = lambda: ["cuda", "cpu"]
+    torch.cuda.synchronize = lambda *args, **kwargs: None
+    return mode
