@@ -28,19 +28,19 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 ACCELERATOR = torch.device("cuda")
-_TENSOR = torch._C.TensorBase
+_TENSOR = torch.Tensor
 
-# CUDA accepts CPU tensors beside CUDA ones in these (index tensors, the source of a copy, lengths;
-# module.to()'s test whether a parameter's data may be swapped)
-_PACK = torch._C._VariableFunctions._pack_padded_sequence
-_MIXING_ALLOWED = {_TENSOR.__getitem__, _TENSOR.__setitem__, _TENSOR.copy_, _PACK,
-                   torch._C._VariableFunctions._pad_packed_sequence, torch._has_compatible_shallow_copy_type}
+# CUDA accepts CPU tensors beside CUDA ones in these (index tensors, the source of a copy, the lengths of
+# packing, module.to()'s test whether a parameter's data may be swapped); torch's own functions are
+# named, not imported, so that this file uses no private name of torch's
+_MIXING_ALLOWED = {_TENSOR.__getitem__, _TENSOR.__setitem__, _TENSOR.copy_}
+_MIXING_ALLOWED_NAMES = {"_pack_padded_sequence", "_pad_packed_sequence", "_has_compatible_shallow_copy_type"}
 # recurrent layers on packed sequences take the batch sizes, on the CPU, as their second argument
-_PACKED_RNNS = {torch._VF.gru, torch._VF.lstm, torch._VF.rnn_tanh, torch._VF.rnn_relu}
+_PACKED_RNN_NAMES = {"gru", "lstm", "rnn_tanh", "rnn_relu"}
 _MOVES = {_TENSOR.to, _TENSOR.cuda, _TENSOR.cpu}
+_NUMPY = {_TENSOR.numpy, _TENSOR.__array__}
 _DEVICE_GET, _DATA_SET = _TENSOR.device.__get__, _TENSOR.data.__set__
 _IN_PLACE_DESTINATION = {_TENSOR.copy_, _TENSOR.__setitem__}
-_NUMPY = {_TENSOR.numpy, _TENSOR.__array__} if hasattr(_TENSOR, "__array__") else {_TENSOR.numpy}
 
 
 class DeviceMixError(RuntimeError):
@@ -126,7 +126,8 @@ class SimulatedAccelerator(TorchFunctionMode):
             result = func(*args)
             (self._tag if self.on_accelerator(value) else self._untag)(target)
             return result
-        if func is torch._C._nn._parse_to:  # module.to()'s reading of its arguments: keep the device
+        name = getattr(func, "__name__", "")
+        if name == "_parse_to":  # module.to()'s reading of its arguments: keep the device
             return func(*args, **kwargs)
         if func in _MOVES:
             return self._move(func, args, kwargs)
@@ -138,13 +139,13 @@ class SimulatedAccelerator(TorchFunctionMode):
         if device is not None:
             kwargs = {**kwargs, "device": "cpu"}
         checked = args
-        if func in _PACKED_RNNS and len(args) > 1 and isinstance(args[1], torch.Tensor) and args[1].dim() == 1:
+        if name in _PACKED_RNN_NAMES and len(args) > 1 and isinstance(args[1], torch.Tensor) and args[1].dim() == 1:
             checked = (args[0], *args[2:])  # the batch sizes of a packed sequence stay on the CPU
         tensors = list(_tensors(checked, kwargs))
         if not tensors and device is None:
             return func(*args, **kwargs)  # no tensor, no device: nothing to check or tag
         tagged = [t for t in tensors if self.on_accelerator(t)]
-        if tagged and func not in _MIXING_ALLOWED:
+        if tagged and func not in _MIXING_ALLOWED and name not in _MIXING_ALLOWED_NAMES:
             plain = [t for t in tensors if not self.on_accelerator(t) and t.dim() > 0]
             if plain:
                 raise DeviceMixError(
@@ -157,7 +158,7 @@ class SimulatedAccelerator(TorchFunctionMode):
         result = func(*args, **kwargs)
         if func in _IN_PLACE_DESTINATION:
             return result  # the destination stays where it is
-        if func is _PACK and tagged:
+        if name == "_pack_padded_sequence" and tagged:
             self._tag(result[0])  # the packed data; its batch sizes stay on the CPU, as on CUDA
         elif to_accelerator or (tagged and device is None):
             for t in _tensors((result,), {}):
@@ -176,8 +177,7 @@ class SimulatedAccelerator(TorchFunctionMode):
             if other is not None:  # .to(other): other's device and dtype
                 target, options["dtype"] = self.on_accelerator(other), other.dtype
             else:
-                parsed = {k: v for k, v in kwargs.items() if k != "copy"}
-                device, dtype, _, memory_format = torch._C._nn._parse_to(*args[1:], **parsed)
+                device, dtype, memory_format = _to_arguments(args[1:], kwargs)
                 target = self.on_accelerator(source) if device is None else self._is_accelerator(device)
                 options = {k: v for k, v in (("dtype", dtype), ("memory_format", memory_format)) if v is not None}
         result = _TENSOR.to(source, **options) if options else source
@@ -186,6 +186,17 @@ class SimulatedAccelerator(TorchFunctionMode):
         if result is source:
             return result
         return self._tag(result) if target else self._untag(result)
+
+
+def _to_arguments(args, kwargs) -> tuple:
+    """``(device, dtype, memory_format)`` of a ``Tensor.to`` call without a tensor argument (None: not given)."""
+    device, dtype, memory_format = kwargs.get("device"), kwargs.get("dtype"), kwargs.get("memory_format")
+    for a in args:
+        if isinstance(a, torch.dtype):
+            dtype = a
+        elif isinstance(a, (str, torch.device)) or (isinstance(a, int) and not isinstance(a, bool)):
+            device = a
+    return device, dtype, memory_format
 
 
 def _tensors(args, kwargs):

@@ -54,6 +54,8 @@ def test_training_learns_to_attend_to_the_deciding_position():
                                val=_data(64, seed=1), eval_every=100, progress=False)
     assert before < 0.45
     assert history.eval_steps == [100, 200] and len(history.loss) == 200
+    # Not a knife edge: over 8 seeds (data, validation data and batch order) validation accuracy was already 1.0 at
+    # step 100, and after 200 steps the weight on position 3 was 0.975-0.979 (the label is read right above ~0.5).
     assert history.evals["val_accuracy"][-1] == 1.0
     _, weights = predict(model, inputs)
     assert weights.shape == (256, 4)

@@ -1,12 +1,16 @@
 """Fuzzing the public attention layers' argument checks: random shapes, dtypes and valid_lens, good and
-bad. Every call either returns a finite result of the documented shape or raises ``ValueError``,
-never another exception type and never NaN for finite inputs. Derandomized and small, so CI stays
-fast and a failure reproduces.
+bad. A defect-free call returns a finite result of the documented shape; a call with a defect raises
+``ValueError`` naming the problem, never another exception type, or (where the layer can still make
+sense of it) returns a finite result of the documented shape. Never NaN for finite inputs.
+Derandomized and small, so CI stays fast and a failure reproduces.
 
 Each case is a valid problem with at most one defect, so both outcomes are exercised (drawing every
-argument at random gets nearly every call refused by the first check)."""
+argument at random gets nearly every call refused by the first check). The test knows which draws
+carry a defect, so a regression that refuses valid input fails it."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 import torch
@@ -23,12 +27,27 @@ LENGTH_DEFECTS = ["too long", "inf", "nan", "negative", "fraction", "string", "j
                   "mask wrong shape", "scalar"]
 
 
-def check(call, shape):
-    """Run ``call``: a ValueError is fine; anything else must be a finite tensor of ``shape``."""
+#: what the ValueError says for each kind of defect (a regex searched for in the message)
+NAMED = {
+    "int64": "floating-point|dtype", "bool": "floating-point|dtype", "float64": "dtype", "float16": "dtype",
+    "list": "must be a tensor", "none": "must be a tensor", "0-d": "shape|0-d", "2-d": "shape",
+    "lengths": "valid_lens|mask", "key batch": r"same leading \(batch\) dimensions",
+    "value count": "keys and values must come in pairs", "key size": "same size",
+    "integer scores": "floating-point scores", "built for other sizes": "was built|the size this layer was built for",
+    "more keys than max_keys": "max_keys", "float32 weights": "float32 weights but got",
+}
+
+
+def check(call, shape, defects=()):
+    """Run ``call``. Without ``defects`` it must return a finite tensor of ``shape``; with them it may raise a
+    ValueError whose message names one of them (``NAMED``), or return such a tensor."""
+    defects = [d for d in defects if d is not None]
     try:
         out = call()
-    except ValueError:
+    except ValueError as err:
         event("ValueError")
+        assert defects, f"a defect-free call raised ValueError: {err}"
+        assert any(re.search(NAMED[d], str(err)) for d in defects), (defects, str(err))
         return
     event("returned")
     assert isinstance(out, torch.Tensor) and tuple(out.shape) == shape, (type(out), getattr(out, "shape", None))
@@ -68,7 +87,9 @@ def lengths(draw, batch, num_q, num_k, defect=None):
 
 @st.composite
 def problems(draw, same_size=False):
-    """(queries, keys, values, valid_lens, expected output shape): valid, or with one defect."""
+    """(queries, keys, values, valid_lens, expected output shape, defect): valid (defect None), or with one
+    defect, named as in ``NAMED`` (a spoiled dtype equal to the drawn one is none; a key size that differs from
+    the query size is a defect only where they must be equal, ``same_size``)."""
     batch, num_q, num_k = draw(st.integers(1, 3)), draw(st.integers(1, 4)), draw(st.integers(1, 5))
     d_q, d_v = draw(st.integers(0, 5)), draw(st.integers(0, 5))
     d_k = d_q if same_size else draw(st.integers(1, 5))
@@ -82,8 +103,11 @@ def problems(draw, same_size=False):
     if defect == "tensor":
         which = draw(st.integers(0, 2))
         args = [queries, keys, values]
-        args[which] = spoil(args[which], draw(st.sampled_from(TENSOR_DEFECTS)))
+        defect = draw(st.sampled_from(TENSOR_DEFECTS))
+        args[which] = spoil(args[which], defect)
         queries, keys, values = args
+        if defect in ("float64", "float16") and getattr(torch, defect) == dtype:
+            defect = None  # "spoiled" to the dtype it had
     elif defect == "shape":
         bad = draw(st.sampled_from(["key batch", "value count", "key size"]))
         if bad == "key batch":
@@ -92,8 +116,9 @@ def problems(draw, same_size=False):
             values = torch.cat([values, values], dim=1)
         else:
             keys = torch.cat([keys, keys], dim=-1)
+        defect = None if bad == "key size" and not (same_size and d_k > 0) else bad
     event(f"defect: {defect}")
-    return queries, keys, values, lens, (batch, num_q, d_v)
+    return queries, keys, values, lens, (batch, num_q, d_v), defect
 
 
 @FUZZ
@@ -103,42 +128,52 @@ def test_masked_softmax_returns_finite_weights_or_raises_value_error(batch, num_
     torch.manual_seed(data.draw(st.integers(0, 2**16)))
     X = (10 * torch.randn(batch, num_q, num_k)).to(dtype)
     lens = data.draw(lengths(batch, num_q, num_k, defect))
-    check(lambda: masked_softmax(X, lens), (batch, num_q, num_k))
+    defects = [defect and "lengths", "integer scores" if dtype == torch.int64 else None]
+    check(lambda: masked_softmax(X, lens), (batch, num_q, num_k), defects)
 
 
 @pytest.mark.parametrize("fused", [True, False])
 @FUZZ
 @given(problems(same_size=True))
 def test_dot_product_attention_returns_finite_output_or_raises_value_error(fused, problem):
-    queries, keys, values, lens, shape = problem
+    queries, keys, values, lens, shape, defect = problem
     layer = DotProductAttention(0.0, fused=fused).eval()
-    check(lambda: layer(queries, keys, values, lens), shape)
+    check(lambda: layer(queries, keys, values, lens), shape, [defect])
 
 
 # The lazy layers that take queries and keys of different sizes, each built from one size argument
 LAZY_LAYERS = {"additive": lambda n: AdditiveAttention(n, 0.0), "additive with bias": lambda n: AdditiveAttention(
                n, 0.0, bias=True), "concat": ConcatAttention, "location": lambda n: LocationAttention(n)}
+# what each lazy layer is built for at its first call, from the query and key sizes
+BUILT_FOR = {"additive": lambda d_q, d_k: (d_q, d_k), "additive with bias": lambda d_q, d_k: (d_q, d_k),
+             "concat": lambda d_q, d_k: d_q + d_k, "location": lambda d_q, d_k: d_q}
 
 
 @pytest.mark.parametrize("kind", list(LAZY_LAYERS))
 @FUZZ
 @given(st.sampled_from([5] * 4 + [1, 7, 0, -1]), problems(), st.sampled_from(["once", "same", "other"]))
 def test_lazy_attention_layers_return_finite_output_or_raise_value_error(kind, num_hiddens, problem, earlier):
-    queries, keys, values, lens, shape = problem
+    queries, keys, values, lens, shape, defect = problem
     try:
         layer = LAZY_LAYERS[kind](num_hiddens).eval()
-    except ValueError:
-        assert num_hiddens < 1
+    except ValueError as err:
+        assert num_hiddens < 1 and re.search("must be a positive int", str(err)), (num_hiddens, str(err))
         return
+    defects = [defect]
+    if kind == "location" and isinstance(keys, torch.Tensor) and keys.dim() == 3 and keys.shape[1] > num_hiddens:
+        defects.append("more keys than max_keys")  # LocationAttention(n) scores at most n key positions
     if isinstance(queries, torch.Tensor) and queries.is_floating_point():
         layer.to(queries.dtype)  # lazy weights take the dtype at build time; test the dtype check separately
     if earlier != "once" and all(isinstance(X, torch.Tensor) and X.dim() == 3 for X in (queries, keys)):
-        # an earlier call builds the layer for its sizes: the same as this call's, or others
+        # an earlier (valid) call builds the layer for its sizes: the same as this call's, or others
         d_q, d_k = (queries.shape[-1], keys.shape[-1]) if earlier == "same" else (3, 2)
-        dtype = queries.dtype if queries.is_floating_point() else torch.float32  # a valid earlier call
-        check(lambda: layer(torch.randn(1, 2, d_q, dtype=dtype), torch.randn(1, 4, d_k, dtype=dtype),
-                            torch.randn(1, 4, 1, dtype=dtype)), (1, 2, 1))
-    check(lambda: layer(queries, keys, values, lens), shape)
+        if BUILT_FOR[kind](d_q, d_k) != BUILT_FOR[kind](queries.shape[-1], keys.shape[-1]):
+            defects.append("built for other sizes")
+        dtype = queries.dtype if queries.is_floating_point() else torch.float32
+        n = min(4, num_hiddens) if kind == "location" else 4
+        check(lambda: layer(torch.randn(1, 2, d_q, dtype=dtype), torch.randn(1, n, d_k, dtype=dtype),
+                            torch.randn(1, n, 1, dtype=dtype)), (1, 2, 1))
+    check(lambda: layer(queries, keys, values, lens), shape, defects)
 
 
 @settings(FUZZ, max_examples=120)  # about half the draws stop at the constructor
@@ -146,7 +181,7 @@ def test_lazy_attention_layers_return_finite_output_or_raise_value_error(kind, n
        st.booleans(),
        st.sampled_from(["built for the inputs", "float32", "other sizes"]))
 def test_multihead_attention_returns_finite_output_or_raises_value_error(num_heads, head_dim, problem, fused, build):
-    queries, keys, values, lens, (batch, num_q, _) = problem
+    queries, keys, values, lens, (batch, num_q, _), defect = problem
     num_hiddens = num_heads * head_dim
     sizes = {}
     if build != "other sizes":
@@ -155,9 +190,17 @@ def test_multihead_attention_returns_finite_output_or_raises_value_error(num_hea
                 sizes[name] = X.shape[-1]
     try:
         layer = MultiHeadAttention(num_hiddens, num_heads, 0.0, fused=fused, **sizes).eval()
-    except ValueError:
-        assert num_hiddens < 1 or num_heads < 1
+    except ValueError as err:
+        assert (num_hiddens < 1 or num_heads < 1) and re.search("num_hiddens|num_heads", str(err)), str(err)
         return
     if build == "built for the inputs" and isinstance(queries, torch.Tensor) and queries.is_floating_point():
         layer.to(queries.dtype)
-    check(lambda: layer(queries, keys, values, lens), (batch, num_q, num_hiddens))
+    defects = [defect]
+    for name, X in (("query_size", queries), ("key_size", keys), ("value_size", values)):
+        # the sizes not given (other sizes, or 0 features) default to num_hiddens
+        if isinstance(X, torch.Tensor) and X.dim() == 3 and X.shape[-1] != sizes.get(name, num_hiddens):
+            defects.append("built for other sizes")
+    if build != "built for the inputs" and isinstance(queries, torch.Tensor) and queries.is_floating_point() \
+            and queries.dtype != torch.float32:
+        defects.append("float32 weights")  # the layer keeps float32 weights
+    check(lambda: layer(queries, keys, values, lens), (batch, num_q, num_hiddens), defects)

@@ -189,7 +189,7 @@ def test_training_with_leave_one_out_finds_a_finite_minimum():
     losses = history.loss
     assert losses[-1] < losses[0]
     w = model.w.item()
-    assert 1.0 < w < 10.0
+    assert 1.0 < w < 10.0  # data seeds 0-7 gave w = 2.96-4.91 (float64, full batch: no summation-order luck)
 
     def loo_loss(w):
         m = NWKernelRegression(w).double()
@@ -204,7 +204,7 @@ def test_training_without_leave_one_out_runs_to_the_trivial_solution():
     losses = history.loss
     assert all(b <= a + 1e-12 for a, b in zip(losses, losses[1:]))  # the training loss only falls
     longer, more = train_nw(x, y, w=1.0, max_steps=240, lr=3.0, leave_one_out=False)
-    assert longer.w.item() > model.w.item() > 3.5  # w keeps growing ...
+    assert longer.w.item() > model.w.item() > 3.5  # w keeps growing (after 60 steps 4.48-7.02 over data seeds 0-7) ...
     assert more.loss[-1] < losses[-1]  # ... towards zero training error, each point copying itself
 
 

@@ -120,6 +120,8 @@ def test_overfits_32_sentences(one_thread):
     model = AttentionBiLSTM(len(vocab), 16, 16, len(LABELS), dropout=0.0)
     history = train_classifier(model, (t.tokens, t.lengths), t.labels, max_steps=150, batch_size=32, lr=0.02,
                                progress=False)
+    # Far from the edges: over model seeds 0-7 accuracy was 1.0 and the loss 0.0021-0.0025 after 150 steps (0.005-0.006
+    # already at step 75), from 2.93-2.99.
     assert accuracy(model, (t.tokens, t.lengths), t.labels) == 1.0
     assert history.loss[-1] < 0.05 < history.loss[0]
 

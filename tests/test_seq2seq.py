@@ -125,6 +125,8 @@ def test_overfit_eight_grammar_pairs():
     model = make_seq2seq(len(data.src_vocab), len(data.tgt_vocab), 32, 64, 1)
     src, dec_in, valid, label = trim_batch(data.arrays("train"), pad=0)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    # Far from the edge: over seeds 0-7 the greedy output is exact from step 10-20 on (checked every 10 steps to
+    # 300) and the loss at step 150 is 4e-4-6e-4 (3.5 at the start). A broken model or loss never gets there.
     for _ in range(150):
         loss = sequence_loss(model(src, dec_in, valid), label)
         optimizer.zero_grad()

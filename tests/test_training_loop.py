@@ -154,9 +154,36 @@ def test_history_round_trips_through_a_dict():
     assert "3 steps" in history.summary() and "target tokens/s" in history.summary()
 
 
-def test_time_budget_stops_training():
-    history = fit(_Scalar(1.0), lambda m, s: m.w ** 2, time_budget=0.05, lr=1e-3, progress=False)
-    assert 0.05 <= history.train_seconds < 0.5 and len(history.steps) > 1
+class _FakeClock:
+    """``time.perf_counter`` for ``fit``: each reading is ``tick`` seconds after the one before (so one step,
+    read at its start and end, takes ``tick``); ``now`` can be moved on by hand. Binary fractions: exact sums."""
+
+    def __init__(self, tick):
+        self.now, self.tick = 1000.0, tick
+
+    def perf_counter(self):
+        self.now += self.tick
+        return self.now
+
+
+def test_time_budget_stops_training(monkeypatch):
+    """On a clock that makes each step last 1/16 s, a budget of 1/4 s is exactly 4 steps; time spent evaluating
+    (here 10 s a time) does not count. A deterministic clock: a shared machine's load cannot move the verdict."""
+    from attn_utils import training_loop
+
+    clock = _FakeClock(0.0625)
+    monkeypatch.setattr(training_loop, "time", clock)
+
+    def evaluate(model):
+        clock.now += 10.0
+        return {"v": 1.0}
+
+    history = fit(_Scalar(1.0), lambda m, s: m.w ** 2, time_budget=0.25, lr=1e-3, evaluate=evaluate, eval_every=1,
+                  progress=False)
+    assert history.steps == [1, 2, 3, 4] and history.eval_steps == [1, 2, 3, 4]
+    assert history.seconds == [0.0625, 0.125, 0.1875, 0.25] and history.train_seconds == 0.25
+    longer = fit(_Scalar(1.0), lambda m, s: m.w ** 2, time_budget=0.3, lr=1e-3, progress=False)
+    assert len(longer.steps) == 5 and longer.train_seconds == 0.3125  # the step that crosses the budget is the last
 
 
 def test_fit_prints_the_budget(capsys, monkeypatch):
