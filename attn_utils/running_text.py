@@ -142,6 +142,7 @@ def predict_hidden_tokens(model: nn.Module, sequence: torch.Tensor, context: int
     vocab)``; the tokens in ``never`` (e.g. padding and ``<mask>``) are never guessed."""
     check_positive_int("context", context)
     _check_stream(sequence, "sequence", 2)
+    sequence = sequence.to(next(model.parameters(), sequence).device)  # it may come from the CPU
     width = min(context, len(sequence))
     positions = torch.arange(1, len(sequence), device=sequence.device)
     starts = (positions - width // 2).clamp(0, len(sequence) - width)

@@ -11,10 +11,10 @@ from simulated_accelerator import ACCELERATOR, DeviceMixError, SimulatedAccelera
 
 from attn_utils.data.loader import load_translation_data
 from attn_utils.evaluate import evaluate_bleu, forced_attention, translate
-from attn_utils.language_models import CausalLanguageModel, causal_lm_loss, train_language_model
+from attn_utils.language_models import CausalLanguageModel, MaskedLanguageModel, causal_lm_loss, train_language_model
 from attn_utils.plot import show_heatmaps
 from attn_utils.registry import TRANSLATORS, build_translator
-from attn_utils.running_text import loss_by_position, perplexity
+from attn_utils.running_text import loss_by_position, perplexity, predict_hidden_tokens
 from attn_utils.sampling import generate
 from attn_utils.train import train_seq2seq
 from attn_utils.widgets import draw_lookup, draw_nw_fit
@@ -134,6 +134,9 @@ def test_a_language_model_trains_samples_and_scores_on_the_accelerator(mode):
                                       generator=torch.Generator().manual_seed(1)))
     assert perplexity(model, [tokens[0], tokens[1]], context=8) > 1.0
     assert loss_by_position(model, [tokens[0], tokens[1]], context=4).shape == (4,)  # CPU sequences
+    masked = MaskedLanguageModel(30, 16, 32, 4, 1).to(ACCELERATOR)
+    guesses = predict_hidden_tokens(masked, tokens[0], context=6, mask_id=1, never=(0, 1))
+    assert guesses.shape == (11,) and not mode.on_accelerator(guesses)
 
 
 def test_figures_take_tensors_from_the_accelerator(mode):
