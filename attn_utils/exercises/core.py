@@ -65,8 +65,8 @@ class Case:
     The result must match within ``attn_utils.tolerance``'s policy for its dtype and device, relative
     to ``scale``: the largest magnitude in the computation, by default that of the expected result
     (give it where intermediate values grow larger, e.g. large scores; not the inputs, which may hold
-    trap values that never enter a correct computation). ``atol`` and
-    ``rtol``, when given, replace the policy's (``0.0`` for a result that must be exact).
+    trap values that never enter a correct computation). ``atol`` and ``rtol``, when given, replace
+    the policy's (``0.0`` for a result that must be exact).
     """
 
     name: str
