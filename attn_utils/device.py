@@ -70,6 +70,12 @@ def get_device(preferred: str | torch.device | None = None) -> torch.device:
     return device
 
 
+def model_device(model: torch.nn.Module, default: torch.device | None = None) -> torch.device | None:
+    """The device of ``model``'s parameters (its first one); ``default`` for a model without any."""
+    first = next(model.parameters(), None)
+    return default if first is None else first.device
+
+
 def try_gpu(i: int = 0) -> torch.device:
     """d2l's name: the ``i``-th CUDA device if it exists, else the CPU."""
     if torch.cuda.device_count() >= i + 1:

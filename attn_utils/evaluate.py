@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from .decoding import decode
+from .device import model_device
 from .metrics import attention_aer, bootstrap_bleu, corpus_bleu
 
 
@@ -30,10 +31,6 @@ class Translation:
         return " ".join(self.tokens)
 
 
-def _device_of(model) -> torch.device:
-    return next(model.parameters()).device
-
-
 def translate(model, sentences, data, beam_size: int = 1, alpha: float = 0.0, max_len: int | None = None,
               batch_size: int = 256, device=None) -> list[Translation]:
     """Translate ``sentences`` (strings, or token lists) with ``model`` and ``data``'s vocabularies.
@@ -42,7 +39,7 @@ def translate(model, sentences, data, beam_size: int = 1, alpha: float = 0.0, ma
     """
     if isinstance(sentences, str):
         raise ValueError("translate expects a list of sentences, got a single string (wrap it in a list)")
-    device = _device_of(model) if device is None else torch.device(device)
+    device = model_device(model) if device is None else torch.device(device)
     max_len = data.num_steps if max_len is None else max_len
     src, _, src_valid_len, _ = data.build(list(sentences))
     sources = [s if isinstance(s, (list, tuple)) else data.tokenize(s) for s in sentences]
@@ -159,7 +156,7 @@ def forced_attention(model, data, split: str = "test", batch_size: int = 256, de
     """
     if not getattr(model.decoder, "has_attention", False):
         raise ValueError(f"{type(model.decoder).__name__} has no attention weights to read (has_attention is False)")
-    device = _device_of(model) if device is None else torch.device(device)
+    device = model_device(model) if device is None else torch.device(device)
     src, dec_input, src_valid_len, _ = data.arrays(split)
     pairs = data.pairs(split)
     model.eval()

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from .checks import check_positive_int
+from .device import model_device
 from .training_loop import evaluation_mode
 
 
@@ -43,7 +44,7 @@ def model_logits(model: nn.Module, X: torch.Tensor) -> torch.Tensor:
 def _target_logprobs(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
     """``(batch, steps - 1)``: the log-probability of ``tokens[:, 1:]`` given the tokens before each,
     on the model's device (the tokens may come from the CPU)."""
-    tokens = tokens.to(next(model.parameters(), tokens).device)
+    tokens = tokens.to(model_device(model, tokens.device))
     logits = model_logits(model, tokens[:, :-1])  # (batch, steps - 1, vocab)
     return torch.log_softmax(logits, dim=-1).gather(-1, tokens[:, 1:, None])[..., 0]
 
@@ -142,7 +143,7 @@ def predict_hidden_tokens(model: nn.Module, sequence: torch.Tensor, context: int
     vocab)``; the tokens in ``never`` (e.g. padding and ``<mask>``) are never guessed."""
     check_positive_int("context", context)
     _check_stream(sequence, "sequence", 2)
-    sequence = sequence.to(next(model.parameters(), sequence).device)  # it may come from the CPU
+    sequence = sequence.to(model_device(model, sequence.device))  # it may come from the CPU
     width = min(context, len(sequence))
     positions = torch.arange(1, len(sequence), device=sequence.device)
     starts = (positions - width // 2).clamp(0, len(sequence) - width)

@@ -213,14 +213,6 @@ def simulated(device: torch.device) -> bool:
     return torch.device(device).type == "cuda" and not torch.cuda.is_available()
 
 
-def to_accelerator(x):
-    """``x`` (a tensor, a module or a tuple of them) moved to the simulated accelerator; call it inside
-    the mode."""
-    if isinstance(x, (tuple, list)):
-        return type(x)(to_accelerator(v) for v in x)
-    return x.to(ACCELERATOR)
-
-
 def activate_in_this_process() -> SimulatedAccelerator:
     """Run the rest of this process on the simulated accelerator, as a notebook kernel's startup file
     does (``tests/test_notebooks_on_simulated_gpu.py``): with ``ATTN_UTILS_DEVICE=cuda`` the notebook's
