@@ -20,6 +20,12 @@ query's output, never a silent zero; a +inf score makes the query's output
 NaN (it is not read as "all the weight on that key"), a -inf score masks that key, and an inf in a
 visible value gives NaN in that feature; a fully masked query gives zeros.
 
+Keeping that rule means looking for NaN and inf in the inputs, which on a GPU makes the host wait for
+the device (see :mod:`attn_utils.checks`). So the look is taken on the CPU, and on an accelerator only
+under ``attn_utils.strict_checks()``; otherwise a GPU computes straight through torch's kernels, with
+no host synchronisation: finite inputs give the same result, and a NaN or inf may then also reach
+queries that mask it (torch's kernels multiply masked weights of 0 by it).
+
 ``DotProductAttention`` and ``AdditiveAttention`` have d2l's signatures and parameter names, so
 state dicts move between these layers and d2l's.
 """
@@ -33,7 +39,7 @@ from torch import nn
 from torch.nn import functional as F
 from torch.nn.modules.lazy import LazyModuleMixin
 
-from .checks import check_attention_inputs, check_positive_int, check_weights_dtype
+from .checks import check_attention_inputs, check_positive_int, check_weights_dtype, checks_read_values
 from .masking import LOW_PRECISION_DTYPES, make_mask, masked_softmax, masked_softmax_visible
 from .scoring import (
     additive_score,
@@ -88,7 +94,7 @@ def hide_unseen_keys(queries: torch.Tensor, keys: torch.Tensor, valid_lens) -> t
     gradient by it, and 0 * NaN = NaN in the gradient of every query. (A non-finite key that some
     query does see still makes the gradients of the others NaN: its output is NaN anyway.) Costs one
     sum of the keys when they are all finite."""
-    if valid_lens is None or all_finite(keys):
+    if valid_lens is None or not checks_read_values(keys) or all_finite(keys):
         return keys
     scores = torch.empty((), device=keys.device).expand(*queries.shape[:-1], keys.shape[-2])  # shape only
     mask = make_mask(scores, valid_lens, within_keys=True)  # (..., Q or 1, K) broadcastable to the scores
@@ -101,7 +107,7 @@ def weighted_values(weights: torch.Tensor, values: torch.Tensor, visible: torch.
     see (``visible`` False) never matters, even NaN or inf (a plain product gives 0 * NaN = NaN); a
     non-finite value that it can see makes that feature of its output NaN. Costs one sum of the
     values when they are all finite."""
-    if all_finite(values):
+    if not checks_read_values(values) or all_finite(values):
         return weights @ values
     finite = values.isfinite()
     output = weights @ values.masked_fill(~finite, 0.0)
@@ -116,6 +122,11 @@ def all_finite(*tensors) -> bool:
     tensors = [t.detach() for t in tensors]  # a check, not part of the computation: nothing for autograd to save
     sums = [t.sum(dtype=torch.float32) if t.dtype in LOW_PRECISION_DTYPES else t.sum() for t in tensors]
     return bool(torch.stack([total.to(torch.float64) for total in sums]).isfinite().all())
+
+
+def finite_bias(bias) -> bool:
+    """Is ``bias`` free of NaN and +inf (-inf masks a key, and is fine)? One host sync; True for None."""
+    return bias is None or not isinstance(bias, torch.Tensor) or bool((bias < float("inf")).all())
 
 
 def add_bias(scores: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -151,10 +162,11 @@ def fused_dot_product_attention(queries, keys, values, valid_lens=None, scale: f
     torch's kernel lets a NaN or inf in a masked key or value leak into every output (masking adds
     -inf to a NaN score; 0 * NaN = NaN). So when an input holds NaN or inf (or the bias NaN or +inf),
     the result is computed explicitly instead, by the rule of the module docstring; finite inputs
-    (the common case) cost one sum of each.
+    (the common case) cost one sum of each. On an accelerator that look is only taken under
+    ``strict_checks()`` (module docstring): by default the call never waits for the device.
     """
-    finite_bias = bias is None or not isinstance(bias, torch.Tensor) or bool((bias < float("inf")).all())
-    if not (finite_bias and all_finite(queries, keys, values)):
+    looked = checks_read_values(queries, keys, values, bias)  # the CPU, or strict checks on an accelerator
+    if looked and not (finite_bias(bias) and all_finite(queries, keys, values)):
         scores = add_bias(dot_score(queries, hide_unseen_keys(queries, keys, valid_lens), scale), bias)
         weights, visible = masked_softmax_visible(scores, valid_lens)
         return weighted_values(weights, values, visible)

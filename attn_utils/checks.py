@@ -5,12 +5,45 @@
 * ``check_positive_int``: a count such as a block size;
 * ``check_queries_keys`` and ``check_attention_inputs``: queries, keys (and values) that fit a
   scoring function or an attention layer;
-* ``check_weights_dtype``: inputs in the dtype of a layer's weights.
+* ``check_weights_dtype``: inputs in the dtype of a layer's weights;
+* ``checks_read_values`` and ``strict_checks``: whether a check that reads a tensor's values (lengths
+  within range, NaN and inf) runs, see below.
+
+**Checks that read values.** A shape or a dtype is known on the host; a value of a tensor on a GPU is
+not, and reading one (``bool(t.any())``, ``t.item()``) makes the host wait until the device has
+finished all the work queued before it (a *host synchronisation*), so the device runs dry between
+calls. Such checks therefore run where they cost no wait, on CPU tensors (lengths still on the
+CPU are checked before they move to the device), and on an accelerator only inside
+``strict_checks()`` (or with the environment variable ``ATTN_UTILS_STRICT=1``): the attention layers'
+hot path then never waits for the device. Turn strict checks on to debug a model on the GPU.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+
 import torch
+
+_strict = os.environ.get("ATTN_UTILS_STRICT", "") not in ("", "0")
+
+
+@contextlib.contextmanager
+def strict_checks(enabled: bool = True):
+    """``with strict_checks(): ...`` runs every check that reads values on every device (see the module
+    docstring); ``strict_checks(False)`` turns them off for accelerators inside a strict block."""
+    global _strict
+    before, _strict = _strict, bool(enabled)
+    try:
+        yield
+    finally:
+        _strict = before
+
+
+def checks_read_values(*tensors) -> bool:
+    """Should a check that reads the values of ``tensors`` run? Yes when every tensor among them is on
+    the CPU (reading costs no wait there) or under ``strict_checks()``; no on an accelerator otherwise."""
+    return _strict or all(t.device.type == "cpu" for t in tensors if isinstance(t, torch.Tensor))
 
 
 def check_tokens(X, what: str) -> None:

@@ -33,8 +33,8 @@ import math
 
 import torch
 
-from .checks import check_attention_inputs, check_positive_int
-from .masking import LOW_PRECISION_DTYPES, check_within_keys, lengths_as_row_shape, make_mask
+from .checks import check_attention_inputs, check_positive_int, checks_read_values
+from .masking import LOW_PRECISION_DTYPES, check_length_values, lengths_as_row_shape, make_mask
 from .online_softmax import block_statistics, inverse_or_zero, merge_attention_blocks, safe_shift
 
 
@@ -54,7 +54,8 @@ def _block_masker(valid_lens, causal: bool, score_shape: torch.Size, device: tor
             mask = mask.reshape((1,) * max(0, 2 - mask.dim()) + tuple(mask.shape))  # at least (Q or 1, K or 1)
         else:
             make_mask(torch.empty((), device=device).expand(*score_shape[:-1], 1), valid_lens)  # checks only
-            check_within_keys(valid_lens, score_shape[-1])
+            if checks_read_values(valid_lens):
+                check_length_values(valid_lens, score_shape[-1])
             lengths = lengths_as_row_shape(valid_lens.to(device), score_shape)  # broadcasts to (..., n_q)
     if lengths is None and mask is None and not causal:
         return None

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import torch
 
+from .checks import checks_read_values
+
 #: dtypes whose softmax is computed in float32 (and returned in their own dtype)
 LOW_PRECISION_DTYPES = (torch.float16, torch.bfloat16)
 _INTEGER_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
@@ -71,11 +73,13 @@ def make_mask(scores: torch.Tensor, valid_lens: torch.Tensor | None, *, within_k
     """Turn ``valid_lens`` (lengths or a boolean mask) into a boolean mask broadcastable to ``scores``.
 
     Returns ``None`` when nothing is masked. Raises ``ValueError`` naming both shapes when the
-    lengths or mask cannot apply to ``scores``, and with ``within_keys=True`` (what the attention
-    layers and ``masked_softmax`` ask for) when a length exceeds the number of keys. The default
-    keeps the old reading of such lengths, "all keys", for callers that pass a stand-in of other
-    width (``tiled_attention`` checks the shapes with one key column, then calls
-    :func:`check_within_keys` itself).
+    lengths or mask cannot apply to ``scores``; when lengths are negative or not whole numbers; and with
+    ``within_keys=True`` (what the attention layers and ``masked_softmax`` ask for) when a length
+    exceeds the number of keys. The default keeps the old reading of such lengths, "all keys", for
+    callers that pass a stand-in of other width (``tiled_attention`` checks the shapes with one key
+    column, then calls :func:`check_length_values` itself). The checks of the lengths' values run as
+    ``checks_read_values`` says: on CPU lengths always, on an accelerator's only under
+    ``strict_checks()``.
     """
     if valid_lens is None:
         return None
@@ -86,8 +90,8 @@ def make_mask(scores: torch.Tensor, valid_lens: torch.Tensor | None, *, within_k
             raise ValueError(
                 f"valid_lens must be None, integer lengths or a boolean mask, got {_describe(valid_lens)}"
             ) from None
-    valid_lens = valid_lens.to(scores.device)
     if valid_lens.dtype == torch.bool:
+        valid_lens = valid_lens.to(scores.device)
         try:
             shape = torch.broadcast_shapes(valid_lens.shape, scores.shape)
         except RuntimeError:
@@ -98,28 +102,30 @@ def make_mask(scores: torch.Tensor, valid_lens: torch.Tensor | None, *, within_k
                 f"shape {tuple(scores.shape)}"
             )
         return valid_lens
-    if valid_lens.is_floating_point():
-        if not torch.equal(valid_lens, valid_lens.round()):  # NaN fails this too
-            raise ValueError(f"valid_lens must hold whole numbers, got {valid_lens.tolist()}")
-    elif valid_lens.dtype not in _INTEGER_DTYPES:
+    if not valid_lens.is_floating_point() and valid_lens.dtype not in _INTEGER_DTYPES:
         raise ValueError(f"valid_lens must be an integer or boolean tensor, got {_describe(valid_lens)}")
     if scores.dim() < 2:
         raise ValueError(
             f"scores must have at least 2 dimensions (queries..., keys) to apply valid_lens, got "
             f"shape {tuple(scores.shape)}"
         )
-    if valid_lens.numel() and bool((valid_lens < 0).any()):
-        raise ValueError(f"valid_lens must be >= 0, got {valid_lens.tolist()}")
-    if within_keys:
-        check_within_keys(valid_lens, scores.shape[-1])
-    lengths = lengths_as_row_shape(valid_lens, scores.shape)
+    if checks_read_values(valid_lens):  # on the CPU, before the lengths move; on a GPU only when strict
+        check_length_values(valid_lens, scores.shape[-1] if within_keys else None)
+    lengths = lengths_as_row_shape(valid_lens.to(scores.device), scores.shape)
     return lengths_to_mask(lengths, scores.shape[-1])
 
 
-def check_within_keys(valid_lens: torch.Tensor, num_keys: int) -> None:
-    """Refuse lengths beyond the number of keys (or inf): a caller's mistake, e.g. lengths of another
-    batch, rather than a request for "all keys"."""
-    if valid_lens.numel() and bool((valid_lens > num_keys).any()):
+def check_length_values(valid_lens: torch.Tensor, num_keys: int | None = None) -> None:
+    """Refuse lengths that are not whole numbers (float lengths, NaN), negative, or (given ``num_keys``)
+    beyond the number of keys (or inf): a caller's mistake, e.g. lengths of another batch, rather than
+    a request for "no key" or "all keys". Reads the values: callers ask ``checks_read_values`` first."""
+    if not valid_lens.numel():
+        return
+    if valid_lens.is_floating_point() and not torch.equal(valid_lens, valid_lens.round()):  # NaN fails this too
+        raise ValueError(f"valid_lens must hold whole numbers, got {valid_lens.tolist()}")
+    if bool((valid_lens < 0).any()):
+        raise ValueError(f"valid_lens must be >= 0, got {valid_lens.tolist()}")
+    if num_keys is not None and bool((valid_lens > num_keys).any()):
         raise ValueError(f"valid_lens must be at most the number of keys, {num_keys}, got {valid_lens.tolist()}")
 
 

@@ -17,14 +17,19 @@ SYNCING = {_T.item, _T.__bool__, _T.__int__, _T.__float__, _T.__index__, _T.toli
 
 
 class HostSyncs(TorchFunctionMode):
-    """``with HostSyncs() as syncs: ...``, then ``syncs.total`` and ``syncs.by_name``."""
+    """``with HostSyncs() as syncs: ...``, then ``syncs.total`` and ``syncs.by_name``.
 
-    def __init__(self):
+    Only reads of tensors off the CPU count (reading a CPU tensor makes nobody wait), unless
+    ``include_cpu=True``; tensors on the simulated accelerator count as off the CPU."""
+
+    def __init__(self, include_cpu: bool = False):
         super().__init__()
+        self.include_cpu = include_cpu
         self.by_name: collections.Counter = collections.Counter()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func in SYNCING:
+        if func in SYNCING and (self.include_cpu or any(
+                isinstance(a, torch.Tensor) and a.device.type != "cpu" for a in args)):
             self.by_name[getattr(func, "__name__", repr(func))] += 1
         return func(*args, **(kwargs or {}))
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from simulated_accelerator import ACCELERATOR, SimulatedAccelerator
 from torch.func import functional_call
 from torch.nn import functional as F
 
@@ -24,6 +25,7 @@ from attn_utils import (
     fused_dot_product_attention,
     masked_softmax,
 )
+from attn_utils.checks import strict_checks
 from attn_utils.tolerance import assert_close
 
 MAX_KEYS = 6
@@ -587,6 +589,30 @@ def test_nan_or_inf_in_padded_keys_or_values_changes_no_gradient(make, where, ba
 
     for clean, corrupted in zip(gradients(False), gradients(True)):
         torch.testing.assert_close(corrupted, clean)
+
+
+@pytest.mark.parametrize("case", ["padded key", "padded value", "causally masked value", "visible value"])
+def test_the_rule_holds_on_an_accelerator_under_strict_checks(case):
+    """On an accelerator the NaN look is taken only under ``strict_checks()`` (no host sync otherwise,
+    tests/test_host_syncs.py); with it, both paths give the CPU's answer there too."""
+    queries, keys, values, valid_lens = _clean_inputs()
+    if case == "padded key":
+        keys[0, 3:] = float("nan")
+    elif case == "padded value":
+        values[0, 3:] = float("inf")
+    elif case == "causally masked value":
+        values[:, 4] = float("nan")
+        valid_lens = torch.ones(3, 5, dtype=torch.bool).tril(2)
+    else:
+        values[1, 4, 2] = float("inf")
+    on_cpu = _both_paths(queries, keys, values, valid_lens)
+    with SimulatedAccelerator(), strict_checks():
+        moved = [t.to(ACCELERATOR) for t in (queries, keys, values, valid_lens)]
+        on_accelerator = _both_paths(*moved)
+        assert on_accelerator.device.type == "cuda"
+    torch.testing.assert_close(on_accelerator.cpu(), on_cpu, equal_nan=True)
+    assert on_cpu.isnan().any() == (case in ("causally masked value", "visible value"))  # seen by some query
+    assert on_cpu[0, :2].isfinite().all()  # ... but never by these
 
 
 def test_nan_in_a_causally_masked_value_changes_nothing():
