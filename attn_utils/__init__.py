@@ -2,7 +2,15 @@
 
 Names and signatures follow d2l.ai where d2l has the same thing. The top level holds the names the
 chapters, the benchmarks and the README use; everything else is imported from its module
-(``from attn_utils.masking import lengths_to_mask``). Which module serves which chapter:
+(``from attn_utils.masking import lengths_to_mask``).
+
+The modules form layers, and none reaches up (``tests/test_layering.py`` reads the imports): the
+foundation (``device``, ``modes``, ``checks``, ``budgets``, ``tolerance``, ``canvas``); the models,
+their layers and their losses (``losses``), which import nothing above them; the data modules
+(``data.*``), which import no model; training (``training_loop``, ``trainers``); evaluation
+(``evaluate`` runs a model over data, ``metrics`` scores what it produced, ``measure`` times and
+weighs, ``checkpoints`` saves and loads); and on top the figures, widgets and the course's
+comparisons. Which module serves which chapter:
 
 =======================================  ===========================================  ==========================
 chapter                                  modules                                      exercise checkers
@@ -10,31 +18,35 @@ chapter                                  modules                                
 1   Attention cues                       ``lookup``                                   ``exercises.ch01``
 2   Attention pooling: Nadaraya–Watson   ``kernel_regression``                        ``exercises.ch02``
 3   Scoring functions                    ``scoring``, ``attention``                   ``exercises.ch03``
-4   Encoder–decoder without attention    ``seq2seq``, ``decoding``, ``evaluate``,     ``exercises.ch04``
-                                         ``metrics``, ``train``
+4   Encoder–decoder without attention    ``seq2seq``, ``decoding``                    ``exercises.ch04``
 5   Bahdanau attention                   ``bahdanau``                                 ``exercises.ch05``
 6   Luong attention                      ``luong``, ``registry``, ``compare``,        ``exercises.ch06``
                                          ``stored_results``
-7   Attention beyond translation         ``classify``, ``pooling``, ``packed``         (one per section:)
-7a  Soft and hard attention              ``glimpse``, ``data.digits``                 ``exercises.ch07_images``
+7   Attention beyond translation         ``pooling``, ``packed``                      (one per section:)
+7a  Soft and hard attention              ``glimpse``, ``canvas``, ``data.digits``     ``exercises.ch07_images``
 7b  Relation classification              ``relation``, ``data.relations``,            ``exercises.ch07_relations``
                                          ``data.semeval``
 7c  Hierarchical attention               ``han``, ``data.reviews``                    ``exercises.ch07_documents``
 8   Self-attention, positions            ``positional``, ``masking.causal_mask``      ``exercises.ch08``
 9   Multi-head attention                 ``multihead``                                ``exercises.ch09``
-10  The Transformer                      ``transformer``                              ``exercises.ch10``
+10  The Transformer                      ``transformer``, ``kv_cache``                ``exercises.ch10``
 11  Attention today                      (its sections:)
 11a GPT- and BERT-style models           ``language_models``, ``sampling``,           ``exercises.ch11_models``
-                                         ``running_text``, ``ngram``,
-                                         ``data.moby_dick``
-11b Making attention fast                ``online_softmax``, ``fast_attention``       ``exercises.ch11_fast``
+                                         ``ngram``, ``data.moby_dick``,
+                                         ``data.windows``
+11b Making attention fast                ``online_softmax``, ``fast_attention``,      ``exercises.ch11_fast``
+                                         ``triton_attention``
 11c Positions and heads in today's       ``rotary``, ``alibi``,                       ``exercises.ch11_modern``
     models                               ``causal_attention``,
                                          ``masking.sliding_window_mask``
 11d Induction heads                      ``induction``                                ``exercises.ch11_induction``
-shared: device and seed                  ``device``
+shared: device and seed, model modes     ``device``, ``modes``
 shared: masks, argument checks           ``masking``, ``checks``
-shared: budgets, the training loop       ``budgets``, ``training_loop``
+shared: the losses                       ``losses``
+shared: budgets, the training loop, the  ``budgets``, ``training_loop``,
+task trainers, checkpoints               ``trainers``, ``checkpoints``
+shared: evaluation: running a model      ``evaluate``, ``metrics``
+over data, and the scores
 shared: translation data (chapters       ``data.loader``, ``data.tatoeba``,
 4–6, 10, 11a)                            ``data.text``, ``data.vocab``,
                                          ``data.batching``, ``data.splits``,
@@ -72,8 +84,8 @@ from .kernel_regression import kernel as kernel
 from .kernel_regression import leave_one_out_mask as leave_one_out_mask
 from .kernel_regression import make_data as make_data
 from .kernel_regression import nadaraya_watson as nadaraya_watson
-from .kernel_regression import train_nw as train_nw
 from .kernel_regression import true_function as true_function
+from .trainers import train_nw as train_nw
 
 # isort: split
 # Chapter 3: the masked softmax, scoring functions and the layers built on them
@@ -91,25 +103,25 @@ from .scoring import cosine_score as cosine_score
 
 # isort: split
 # Chapter 4: translation data, the encoder-decoder, decoding, BLEU, training and checkpoints
+from .checkpoints import load_checkpoint as load_checkpoint
+from .checkpoints import save_checkpoint as save_checkpoint
 from .data import load_translation_data as load_translation_data
 from .decoding import beam_search as beam_search
 from .decoding import greedy_decode as greedy_decode
-from .evaluate import bleu_by_length as bleu_by_length
 from .evaluate import bleu_report as bleu_report
 from .evaluate import evaluate_bleu as evaluate_bleu
 from .evaluate import translate as translate
 from .evaluate import translate_split as translate_split
+from .losses import sequence_loss as sequence_loss
+from .metrics import bleu_by_length as bleu_by_length
 from .metrics import bootstrap_bleu as bootstrap_bleu
 from .metrics import corpus_bleu as corpus_bleu
+from .plot import plot_history as plot_history
 from .seq2seq import EncoderDecoder as EncoderDecoder
 from .seq2seq import Seq2SeqDecoder as Seq2SeqDecoder
 from .seq2seq import Seq2SeqEncoder as Seq2SeqEncoder
 from .seq2seq import make_seq2seq as make_seq2seq
-from .train import load_checkpoint as load_checkpoint
-from .train import plot_history as plot_history
-from .train import save_checkpoint as save_checkpoint
-from .train import sequence_loss as sequence_loss
-from .train import train_seq2seq as train_seq2seq
+from .trainers import train_seq2seq as train_seq2seq
 
 # isort: split
 # Chapter 5: Bahdanau attention, and attention scored against gold alignments
@@ -137,15 +149,15 @@ from .stored_results import summarize_runs as summarize_runs
 
 # isort: split
 # Chapter 7: classifiers trained with attention (all three sections)
-from .classify import accuracy as accuracy
-from .classify import evidence_hit_rate as evidence_hit_rate
-from .classify import plot_seed_curves as plot_seed_curves
-from .classify import predict as predict
-from .classify import steps_to_reach as steps_to_reach
-from .classify import train_classifier as train_classifier
-from .classify import train_seeds as train_seeds
-from .measure import spread as spread
+from .evaluate import accuracy as accuracy
+from .evaluate import predict as predict
+from .metrics import evidence_hit_rate as evidence_hit_rate
+from .metrics import spread as spread
+from .metrics import steps_to_reach as steps_to_reach
+from .plot import plot_seed_curves as plot_seed_curves
 from .pooling import LearnedQueryPooling as LearnedQueryPooling
+from .trainers import train_classifier as train_classifier
+from .trainers import train_seeds as train_seeds
 
 # isort: split
 # Chapter 7a: soft and hard attention over images
@@ -186,12 +198,12 @@ from .multihead import transpose_qkv as transpose_qkv
 
 # isort: split
 # Chapter 10: the Transformer
+from .kv_cache import KVCache as KVCache
 from .transformer import AddNorm as AddNorm
 from .transformer import PositionWiseFFN as PositionWiseFFN
 from .transformer import TransformerDecoder as TransformerDecoder
 from .transformer import TransformerDecoderBlock as TransformerDecoderBlock
 from .transformer import TransformerEncoderBlock as TransformerEncoderBlock
-from .transformer import greedy_decode_uncached as greedy_decode_uncached
 from .transformer import make_transformer as make_transformer
 from .transformer import transformer_attention as transformer_attention
 from .widgets import attention_grid as attention_grid
@@ -199,17 +211,17 @@ from .widgets import transformer_attention_explorer as transformer_attention_exp
 
 # isort: split
 # Chapter 11a: decoder-only and encoder-only models, sampling, the key-value cache
-from .language_models import IGNORE_INDEX as IGNORE_INDEX
 from .language_models import CausalLanguageModel as CausalLanguageModel
 from .language_models import MaskedLanguageModel as MaskedLanguageModel
 from .language_models import bert_mask as bert_mask
 from .language_models import mask_tokens as mask_tokens
-from .language_models import masked_lm_loss as masked_lm_loss
-from .language_models import train_language_model as train_language_model
+from .losses import IGNORE_INDEX as IGNORE_INDEX
+from .losses import masked_lm_loss as masked_lm_loss
 from .sampling import generate as generate
 from .sampling import kv_cache_bytes as kv_cache_bytes
 from .sampling import sampling_probs as sampling_probs
 from .sampling import time_generation as time_generation
+from .trainers import train_language_model as train_language_model
 
 # isort: split
 # Chapter 11b: making attention fast

@@ -32,10 +32,12 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
     return torch.tensor(_power_of_two_slopes(closest) + extra)
 
 
-def alibi_bias(num_heads: int, num_queries: int, num_keys: int, device=None) -> torch.Tensor:
+def alibi_bias(num_heads: int, num_queries: int, num_keys: int, device=None, *, symmetric: bool = False
+               ) -> torch.Tensor:
     """``(num_heads, num_queries, num_keys)``: ``-slope_h * (query position - key position)``, the
     queries being the last ``num_queries`` of the ``num_keys`` positions (aligned as ``causal_mask``).
-    Add it to the scores before the softmax, together with the causal mask."""
+    Add it to the scores before the softmax, together with the causal mask. ``symmetric=True`` gives
+    ``-slope_h * |query position - key position|``, for attention that looks both ways (an encoder's)."""
     check_positive_int("num_queries", num_queries)
     check_positive_int("num_keys", num_keys)
     if num_queries > num_keys:
@@ -43,4 +45,6 @@ def alibi_bias(num_heads: int, num_queries: int, num_keys: int, device=None) -> 
                          f"{num_queries} > {num_keys}")
     queries = torch.arange(num_keys - num_queries, num_keys, device=device)
     offset = (torch.arange(num_keys, device=device)[None, :] - queries[:, None]).float()  # (queries, keys): j - i
+    if symmetric:
+        offset = -offset.abs()  # -|i - j|
     return alibi_slopes(num_heads).to(device)[:, None, None] * offset  # -slope * (i - j), with +0.0 on the diagonal

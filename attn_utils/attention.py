@@ -1,9 +1,17 @@
 """Attention layers that score every key, mask, softmax, and average the values.
 
-Every layer shares one base, :class:`ScoredAttention`, whose ``forward(queries, keys, values,
-valid_lens=None)`` computes ``scores = self.score(queries, keys)``, the masked softmax of the
-scores (kept as ``.attention_weights``), dropout on those weights (training mode only), and the
-weighted sum of the values. A layer only says how it scores.
+One function, :func:`attend`, computes every weighted average of the package: ``attend(scores,
+values, valid_lens=None, bias=None, dropout=None) -> (output, weights)``, the masked softmax of
+``scores + bias`` and the weighted sum of the values, by the NaN rule below. Every layer shares one
+base, :class:`ScoredAttention`, whose ``forward(queries, keys, values, valid_lens=None)`` is
+``attend(self.score(queries, keys), values, ...)`` with the weights kept as ``.attention_weights``
+and dropout on them (training mode only): a layer only says how it scores. The other weighted
+averages call :func:`attend` too: the decoders of chapters 5 and 6 (which hold these layers), the
+lookups of chapter 1, Nadaraya–Watson pooling, learned-query and mean pooling, soft glimpses.
+
+``SCORES`` is the one list of scores by name (``"dot"``, ``"general"``, ``"concat"``, ``"uniform"``,
+...), each the layer that scores that way; :func:`score_layer` builds one, and every string option
+that picks a score (``LuongDecoder(score=...)``, ``soft_lookup(score=...)``) names one of them.
 
 Shapes: queries (batch, Q, query_size), keys (batch, K, key_size), values (batch, K, value_size)
 -> output (batch, Q, value_size); more leading dimensions (e.g. heads) work too. ``valid_lens``
@@ -27,7 +35,9 @@ no host synchronisation: finite inputs give the same result, and a NaN or inf ma
 queries that mask it (torch's kernels multiply masked weights of 0 by it).
 
 ``DotProductAttention`` and ``AdditiveAttention`` have d2l's signatures and parameter names, so
-state dicts move between these layers and d2l's.
+state dicts move between these layers and d2l's. The layers with learned maps size them at their
+first call (lazily, as d2l's do) or, given ``query_size`` and ``key_size``, at once: that is how
+the decoders of chapters 5 and 6 build theirs, so that their own initialisation reaches them.
 """
 
 from __future__ import annotations
@@ -49,6 +59,7 @@ from .scoring import (
     dot_score,
     general_score,
     location_score,
+    neg_sq_dist_score,
 )
 
 
@@ -82,9 +93,41 @@ class ScoredAttention(nn.Module):
         check_attention_inputs(queries, keys, values, self.same_size, type(self).__name__)
         check_weights_dtype(self, queries, type(self).__name__)
         keys = hide_unseen_keys(queries, keys, valid_lens)
-        scores = add_bias(self.score(queries, keys), bias)  # (batch, Q, K)
-        self.attention_weights, visible = masked_softmax_visible(scores, valid_lens)
-        return weighted_values(self.dropout(self.attention_weights), values, visible)
+        output, self.attention_weights = attend(self.score(queries, keys), values, valid_lens, bias, self.dropout)
+        return output
+
+
+def attend(scores: torch.Tensor, values: torch.Tensor, valid_lens=None, bias: torch.Tensor | None = None,
+           dropout=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The weighted average of the package: ``(output, weights)`` with ``weights = masked_softmax(scores + bias,
+    valid_lens)`` and ``output = weights @ values``.
+
+    ``scores`` (..., Q, K) and ``values`` (..., K, v) give ``output`` (..., Q, v) and ``weights`` (..., Q, K).
+    ``valid_lens`` takes every form :func:`attn_utils.masked_softmax` takes (lengths (batch,) or (batch, Q),
+    or a boolean mask broadcastable to the scores, ``True`` where a query may look); ``bias`` (optional) is a
+    floating-point tensor broadcastable to the scores, added before the softmax. ``dropout`` (optional, a
+    module such as ``nn.Dropout`` or any function of the weights) acts on the weights before they average the
+    values; the weights returned are those before it, d2l's ``attention_weights``. A query with no visible key
+    gets zero weights and a zero output. NaN and inf follow the module docstring's rule: a value that a query
+    cannot see never changes its output, a visible non-finite value makes that feature NaN (the look is taken
+    as ``checks_read_values`` says). Keys are not this function's business: a layer hides unseen non-finite
+    keys from the backward pass (``hide_unseen_keys``) before it scores them.
+    """
+    check_scores_values(scores, values)
+    weights, visible = masked_softmax_visible(add_bias(scores, bias), valid_lens)
+    return weighted_values(weights if dropout is None else dropout(weights), values, visible), weights
+
+
+def check_scores_values(scores, values) -> None:
+    """Raise ``ValueError`` unless ``scores`` (..., Q, K) and ``values`` (..., K, v) are tensors that pair the
+    same K keys."""
+    for name, t, form in (("scores", scores, "(..., queries, keys)"), ("values", values, "(..., keys, features)")):
+        if not isinstance(t, torch.Tensor) or t.dim() < 2:
+            got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+            raise ValueError(f"attend expects {name} of shape {form}, got {got}")
+    if scores.shape[-1] != values.shape[-2]:
+        raise ValueError(f"attend expects one value per key: scores {tuple(scores.shape)} score "
+                         f"{scores.shape[-1]} keys, values {tuple(values.shape)} hold {values.shape[-2]}")
 
 
 def hide_unseen_keys(queries: torch.Tensor, keys: torch.Tensor, valid_lens) -> torch.Tensor:
@@ -167,9 +210,8 @@ def fused_dot_product_attention(queries, keys, values, valid_lens=None, scale: f
     """
     looked = checks_read_values(queries, keys, values, bias)  # the CPU, or strict checks on an accelerator
     if looked and not (finite_bias(bias) and all_finite(queries, keys, values)):
-        scores = add_bias(dot_score(queries, hide_unseen_keys(queries, keys, valid_lens), scale), bias)
-        weights, visible = masked_softmax_visible(scores, valid_lens)
-        return weighted_values(weights, values, visible)
+        return attend(dot_score(queries, hide_unseen_keys(queries, keys, valid_lens), scale), values, valid_lens,
+                      bias)[0]
     # A stride-0 stand-in for the (..., Q, K) scores, only so make_mask can read their shape.
     score_shape = torch.empty((), device=queries.device).expand(*queries.shape[:-1], keys.shape[-2])
     mask = make_mask(score_shape, valid_lens, within_keys=True)  # None, or bool broadcastable to (..., Q, K)
@@ -254,24 +296,58 @@ class DotProductAttention(ScoredAttention):
 class AdditiveAttention(ScoredAttention):
     """Additive (Bahdanau) attention, ``w_v^T tanh(W_q q + W_k k)``; d2l's signature and parameter names.
 
-    Query and key sizes may differ; ``W_q``, ``W_k`` and ``w_v`` are lazy, sized at the first call.
-    The state dict holds ``W_k.weight``, ``W_q.weight`` and ``w_v.weight``, as d2l's layer does.
+    Query and key sizes may differ; ``W_q``, ``W_k`` and ``w_v`` are lazy, sized at the first call, or
+    built at once when ``query_size`` and ``key_size`` are given (``BahdanauDecoder`` holds one built so).
+    Either way they are built, and draw their initial weights, in the order the score uses them: ``W_q``,
+    ``W_k``, then ``w_v``. The state dict holds d2l's keys, ``W_q.weight``, ``W_k.weight`` and
+    ``w_v.weight`` (d2l lists ``W_k`` first; state dicts load by name, in both directions).
     ``bias=True`` gives ``W_q`` a bias vector ``b`` (one more key, ``W_q.bias``), so the score is
     ``w_v^T tanh(W_q q + b + W_k k)``: without it the score is odd, ``s(-q, -k) = -s(q, k)``
     (chapter 3 shows what that costs on data that look the same with every sign flipped).
+    ``project_keys`` and ``score_projected`` split the score for callers that score many queries
+    against the same keys: ``W_k k`` is computed once.
     """
 
-    def __init__(self, num_hiddens: int, dropout: float, bias: bool = False, **kwargs):
+    def __init__(self, num_hiddens: int, dropout: float, bias: bool = False, *, query_size: int | None = None,
+                 key_size: int | None = None, **kwargs):
         super().__init__(dropout, **kwargs)
         check_positive_int("num_hiddens", num_hiddens)
-        self.W_k = nn.LazyLinear(num_hiddens, bias=False)
-        self.W_q = nn.LazyLinear(num_hiddens, bias=bias)
-        self.w_v = nn.LazyLinear(1, bias=False)
+        sized = check_sizes(query_size, key_size)
+        self.W_q = linear_map(query_size, num_hiddens, bias)
+        self.W_k = linear_map(key_size, num_hiddens, False)
+        self.w_v = linear_map(num_hiddens if sized else None, 1, False)
 
     def score(self, queries, keys):
         check_built_for(self, self.W_q, queries.shape[-1], "queries of size", queries, keys)
         check_built_for(self, self.W_k, keys.shape[-1], "keys of size", queries, keys)
         return additive_score(queries, keys, self.W_q, self.W_k, self.w_v)
+
+    def project_keys(self, keys: torch.Tensor) -> torch.Tensor:
+        """``W_k k`` for every key: (..., K, key_size) -> (..., K, num_hiddens), for ``score_projected``."""
+        return self.W_k(keys)
+
+    def score_projected(self, queries: torch.Tensor, projected_keys: torch.Tensor) -> torch.Tensor:
+        """``score(queries, keys)`` from ``projected_keys = project_keys(keys)``: (..., Q, K)."""
+        check_built_for(self, self.W_q, queries.shape[-1], "queries of size", queries, projected_keys)
+        return additive_score(queries, projected_keys, self.W_q, nn.Identity(), self.w_v)
+
+
+def check_sizes(query_size: int | None, key_size: int | None) -> bool:
+    """Are the layer's maps to be built now (both sizes given) rather than at the first call (neither)?"""
+    if (query_size is None) != (key_size is None):
+        raise ValueError(f"give both query_size and key_size (to build the layer now) or neither (to size it at "
+                         f"its first call), got query_size={query_size!r}, key_size={key_size!r}")
+    if query_size is not None:
+        check_positive_int("query_size", query_size)
+        check_positive_int("key_size", key_size)
+    return query_size is not None
+
+
+def linear_map(in_features: int | None, out_features: int, bias: bool) -> nn.Module:
+    """``nn.Linear(in_features, out_features)``, or ``nn.LazyLinear(out_features)`` when ``in_features`` is None."""
+    if in_features is None:
+        return nn.LazyLinear(out_features, bias=bias)
+    return nn.Linear(in_features, out_features, bias=bias)
 
 
 def check_built_for(layer: nn.Module, linear: nn.Module, size: int, what: str, queries, keys) -> None:
@@ -287,14 +363,31 @@ def check_built_for(layer: nn.Module, linear: nn.Module, size: int, what: str, q
 
 
 class GeneralAttention(LazyModuleMixin, ScoredAttention):
-    """Luong's general (bilinear) attention, ``q^T W_a k``.
+    """Luong's general (bilinear) attention, ``scale * q^T W_a k``.
 
-    ``W_a`` (query_size, key_size) is sized at the first call.
+    ``W_a`` (query_size, key_size) is sized at the first call, or at once when ``query_size`` and
+    ``key_size`` are given. ``init`` initialises it in place (default: as ``nn.Linear`` does its weight,
+    U(+-1/sqrt(key_size)); ``LuongDecoder`` passes ``nn.init.xavier_uniform_``). ``scale`` multiplies the
+    scores (``LuongDecoder(scaled=True)`` passes ``1/sqrt(h)``).
     """
 
-    def __init__(self, dropout: float = 0.0, **kwargs):
+    def __init__(self, dropout: float = 0.0, *, query_size: int | None = None, key_size: int | None = None,
+                 scale: float = 1.0, init=None, **kwargs):
         super().__init__(dropout, **kwargs)
-        self.W_a = nn.UninitializedParameter()
+        self.scale, self.init = scale, init
+        if check_sizes(query_size, key_size):
+            self.W_a = nn.Parameter(torch.empty(query_size, key_size))
+            self.reset_parameters()
+        else:
+            self.W_a = nn.UninitializedParameter()
+
+    def reset_parameters(self) -> None:
+        """Draw ``W_a`` anew with ``init``."""
+        with torch.no_grad():
+            if self.init is None:
+                nn.init.kaiming_uniform_(self.W_a, a=math.sqrt(5))  # as nn.Linear: U(+-1/sqrt(key_size))
+            else:
+                self.init(self.W_a)
 
     def initialize_parameters(self, queries, keys, values, *args, **kwargs) -> None:
         """Called by the lazy-module hook before the first forward: size ``W_a`` from the inputs."""
@@ -302,24 +395,32 @@ class GeneralAttention(LazyModuleMixin, ScoredAttention):
             check_attention_inputs(queries, keys, values, what=type(self).__name__)
             with torch.no_grad():
                 self.W_a.materialize((queries.shape[-1], keys.shape[-1]))
-                nn.init.kaiming_uniform_(self.W_a, a=math.sqrt(5))  # as nn.Linear: U(+-1/sqrt(key_size))
+            self.reset_parameters()
 
     def score(self, queries, keys):
-        return general_score(queries, keys, self.W_a)
+        return scaled(general_score(queries, keys, self.W_a), self.scale)
+
+
+def scaled(scores: torch.Tensor, scale: float) -> torch.Tensor:
+    """``scores * scale``, leaving the scores as they are for the usual ``scale = 1``."""
+    return scores if scale == 1.0 else scores * scale
 
 
 class ConcatAttention(ScoredAttention):
     """Luong's concat attention, ``v_a^T tanh(W_a [q; k])`` (Bahdanau's additive form with one matrix).
 
     The state dict holds ``W_a.weight`` and ``v_a.weight``; ``bias=True`` adds ``W_a.bias``, the
-    same as ``AdditiveAttention(bias=True)``'s ``W_q.bias``.
+    same as ``AdditiveAttention(bias=True)``'s ``W_q.bias``. Lazy, or built at once given
+    ``query_size`` and ``key_size`` (``W_a`` first, as the lazy layer draws them at its first call).
     """
 
-    def __init__(self, num_hiddens: int, dropout: float = 0.0, bias: bool = False, **kwargs):
+    def __init__(self, num_hiddens: int, dropout: float = 0.0, bias: bool = False, *,
+                 query_size: int | None = None, key_size: int | None = None, **kwargs):
         super().__init__(dropout, **kwargs)
         check_positive_int("num_hiddens", num_hiddens)
-        self.W_a = nn.LazyLinear(num_hiddens, bias=bias)
-        self.v_a = nn.LazyLinear(1, bias=False)
+        sized = check_sizes(query_size, key_size)
+        self.W_a = linear_map(query_size + key_size if sized else None, num_hiddens, bias)
+        self.v_a = linear_map(num_hiddens if sized else None, 1, False)
 
     def score(self, queries, keys):
         check_built_for(self, self.W_a, queries.shape[-1] + keys.shape[-1], "query and key sizes adding up to",
@@ -335,7 +436,7 @@ class DistanceAttention(GeneralAttention):
     """
 
     def score(self, queries, keys):
-        return distance_score(queries, keys, self.W_a)
+        return scaled(distance_score(queries, keys, self.W_a), self.scale)
 
 
 class CosineAttention(ScoredAttention):
@@ -370,3 +471,49 @@ class LocationAttention(ScoredAttention):
     def score(self, queries, keys):
         check_built_for(self, self.W_a, queries.shape[-1], "queries of size", queries, keys)
         return location_score(queries, keys.shape[-2], self.W_a)
+
+
+class SquaredDistanceAttention(ScoredAttention):
+    """Chapter 1's soft lookup as a layer: ``softmax(-|q - k|^2)``, the closest key scoring highest; no
+    parameters (``DistanceAttention`` learns a map of the keys first)."""
+
+    same_size = True
+
+    def score(self, queries, keys):
+        return neg_sq_dist_score(queries, keys)
+
+
+class UniformAttention(ScoredAttention):
+    """Every score 0: equal weights over the visible keys, the mean of their values. The ablation that
+    keeps a model but its choice of where to look (``LuongDecoder(score="uniform")``), and mean pooling."""
+
+    def score(self, queries, keys):
+        return queries.new_zeros(*queries.shape[:-1], keys.shape[-2])  # (..., Q, K)
+
+
+#: The one list of scores by name: name -> the layer that scores that way (built by ``score_layer``). Every string
+#: option that picks a score names one of these: ``LuongDecoder(score=...)`` ("dot", "general", "concat",
+#: "uniform") and ``soft_lookup(score=...)`` ("neg_sq_dist", "dot").
+SCORES: dict[str, type[ScoredAttention]] = {
+    "dot": DotProductAttention,
+    "additive": AdditiveAttention,
+    "general": GeneralAttention,
+    "concat": ConcatAttention,
+    "distance": DistanceAttention,
+    "neg_sq_dist": SquaredDistanceAttention,
+    "cosine": CosineAttention,
+    "location": LocationAttention,
+    "uniform": UniformAttention,
+}
+
+
+def score_layer(name: str, choices=None, **options) -> ScoredAttention:
+    """The layer ``SCORES[name](**options)``, with ``dropout`` 0 unless given.
+
+    ``choices`` (names of ``SCORES``) are those the caller offers: another name is refused with a
+    ``ValueError`` that lists them (all of ``SCORES`` by default).
+    """
+    choices = tuple(SCORES) if choices is None else tuple(choices)
+    if name not in choices:
+        raise ValueError(f"score must be one of {choices}, got {name!r}")
+    return SCORES[name](**{"dropout": 0.0, **options})

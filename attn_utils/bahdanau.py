@@ -11,7 +11,10 @@ The equations, with ``i`` the target step and ``j`` the source position (the pap
   ``p(y_i | ...) = softmax(W_o t_i)``: the context enters the output layer too.
 
 The query is the *previous* state ``s_{i-1}``, so the decoder runs one target step at a time.
-``U_a h_j`` does not depend on ``i``: it is computed once per sentence, in ``init_state``.
+The scoring is chapter 3's :class:`attn_utils.AdditiveAttention`, which the decoder holds as
+``attention`` (``W_a``, ``U_a``, ``v_a`` are its ``W_q``, ``W_k``, ``w_v``), and the weights and the
+context come from :func:`attn_utils.attention.attend`, as in every attention layer. ``U_a h_j`` does not
+depend on ``i``: it is computed once per sentence, in ``init_state``.
 """
 
 from __future__ import annotations
@@ -19,9 +22,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .attention import AdditiveAttention, attend
 from .checks import check_tokens
-from .masking import lengths_to_mask, masked_softmax
-from .scoring import additive_score
+from .masking import lengths_to_mask
 from .seq2seq import (
     Decoder,
     EncoderDecoder,
@@ -34,10 +37,11 @@ from .seq2seq import (
 class BahdanauDecoder(Decoder):
     """The decoder of Bahdanau et al. (2015), for a ``Seq2SeqEncoder(bidirectional=True)``.
 
-    Parameters keep the paper's names: ``W_s`` (initial state), ``W_a``, ``U_a``, ``v_a``
-    (additive scoring), ``rnn`` (a ``GRUCell`` reading ``[E y_{i-1}; c_i]``), ``U_o``, ``V_o``,
-    ``C_o`` (deep output, ``2 * num_hiddens`` units maxed in pairs) and ``W_o`` (vocabulary).
-    The encoder has ``num_hiddens`` units per direction, so annotations have ``2 * num_hiddens``.
+    Parameters keep the paper's names: ``W_s`` (initial state), ``attention`` (the additive scoring,
+    an ``AdditiveAttention`` whose ``W_q``, ``W_k``, ``w_v`` are the paper's ``W_a``, ``U_a``, ``v_a``),
+    ``rnn`` (a ``GRUCell`` reading ``[E y_{i-1}; c_i]``), ``U_o``, ``V_o``, ``C_o`` (deep output,
+    ``2 * num_hiddens`` units maxed in pairs) and ``W_o`` (vocabulary). The encoder has ``num_hiddens``
+    units per direction, so annotations have ``2 * num_hiddens``.
 
     State: ``(annotations (batch, src, 2h), U_a annotations (batch, src, a), src_valid_len
     (batch,), s (batch, h))``. After ``forward``, ``attention_weights`` is ``(batch, steps, src)``.
@@ -53,9 +57,7 @@ class BahdanauDecoder(Decoder):
         self.num_hiddens, self.maxout = h, maxout
         self.embedding = nn.Embedding(vocab_size, embed_size)
         self.W_s = nn.Linear(h, h)
-        self.W_a = nn.Linear(h, a, bias=False)
-        self.U_a = nn.Linear(2 * h, a, bias=False)
-        self.v_a = nn.Linear(a, 1, bias=False)
+        self.attention = AdditiveAttention(a, 0.0, query_size=h, key_size=2 * h)  # W_a, U_a, v_a
         self.rnn = nn.GRUCell(embed_size + 2 * h, h)
         out = 2 * h if maxout else h
         self.U_o = nn.Linear(h, out)
@@ -72,13 +74,18 @@ class BahdanauDecoder(Decoder):
         annotations = outputs.transpose(0, 1)  # (batch, src, 2h)
         lens = source_lengths(src_valid_len, annotations.shape[0], annotations.shape[1], annotations.device)
         s0 = torch.tanh(self.W_s(state[-1]))  # the last layer's backward state, ←h_1: (batch, h)
-        return annotations, self.U_a(annotations), lens, s0
+        return annotations, self.attention.project_keys(annotations), lens, s0  # U_a h_j: (batch, src, a)
 
-    def attend(self, s_prev: torch.Tensor, annotations, keys, lens):
-        """Context and weights for queries ``s_prev`` (batch, h): ``((batch, 2h), (batch, src))``."""
-        scores = additive_score(s_prev.unsqueeze(1), keys, self.W_a, nn.Identity(), self.v_a)  # (batch, 1, src)
-        weights = masked_softmax(scores, lengths_to_mask(lens, keys.shape[1]).unsqueeze(1))  # (batch, 1, src)
-        return (weights @ annotations).squeeze(1), weights.squeeze(1)
+    def attend(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, lens: torch.Tensor):
+        """Context and weights ``((batch, 2h), (batch, src))`` for the queries ``s_{i-1}`` (batch, h).
+
+        ``keys`` are the annotations as ``U_a`` maps them (``attention.project_keys``, (batch, src, a), as
+        ``init_state`` keeps them), ``values`` the annotations (batch, src, 2h), ``lens`` (batch,) the source
+        lengths: the same as ``attention(queries[:, None], annotations, annotations, lens)``.
+        """
+        scores = self.attention.score_projected(queries.unsqueeze(1), keys)  # (batch, 1, src)
+        context, weights = attend(scores, values, lengths_to_mask(lens, keys.shape[1]).unsqueeze(1))
+        return context.squeeze(1), weights.squeeze(1)  # (batch, 2h), (batch, src)
 
     def forward(self, X, state):
         check_tokens(X, "the decoder's input X")
@@ -86,7 +93,7 @@ class BahdanauDecoder(Decoder):
         embs = self.embedding(X.long())  # (batch, steps, embed)
         contexts, states, weights = [], [], []
         for i in range(embs.shape[1]):
-            context, alpha = self.attend(s, annotations, keys, lens)  # query s_{i-1}
+            context, alpha = self.attend(s, keys, annotations, lens)  # query s_{i-1}
             s = self.rnn(torch.cat([embs[:, i], context], dim=-1), s)  # s_i: (batch, h)
             contexts.append(context), states.append(s), weights.append(alpha)
         S, C = torch.stack(states, dim=1), torch.stack(contexts, dim=1)  # (batch, steps, h), (batch, steps, 2h)

@@ -12,52 +12,90 @@ enter depends on the scheme (``POSITION_SCHEMES``):
 ``window`` limits each query to the last ``window`` positions (sliding-window attention; Beltagy
 et al., 2020; Mistral 7B), and the cache then keeps only the last ``window`` keys and values (a
 rolling cache): memory stops growing with the length of the text.
+
+What every block of one forward pass shares (the mask, the ALiBi bias, rotary's cos and sin) is
+computed once by ``self_attention_context`` and handed to each block's ``causal_self_attention``.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 
 from .alibi import alibi_bias
 from .masking import causal_mask, sliding_window_mask
-from .rotary import apply_rotary
+from .rotary import rotary_cos_sin, rotate
 
 POSITION_SCHEMES = ("sinusoidal", "learned", "rotary", "alibi")
 
 
-def check_position_scheme(positions: str, window) -> None:
-    """Raise ``ValueError`` unless ``positions`` is one of ``POSITION_SCHEMES`` and ``window`` is
+def check_position_scheme(position_scheme: str, window=None) -> None:
+    """Raise ``ValueError`` unless ``position_scheme`` is one of ``POSITION_SCHEMES`` and ``window`` is
     ``None`` or a positive int."""
-    if positions not in POSITION_SCHEMES:
-        raise ValueError(f"positions must be one of {POSITION_SCHEMES}, got {positions!r}")
+    if position_scheme not in POSITION_SCHEMES:
+        raise ValueError(f"position_scheme must be one of {POSITION_SCHEMES}, got {position_scheme!r}")
     if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
         raise ValueError(f"window must be None (attend to every earlier position) or a positive int, got {window!r}")
 
 
-def causal_self_attention(attention, X, past_k, past_v, offset: int, positions: str = "sinusoidal",
-                          window: int | None = None):
-    """Self-attention of ``X`` ``(batch, T, d)``, the tokens at positions ``offset .. offset + T - 1``,
-    to the cached keys and values ``(batch, kv_heads, P, dh)`` of the positions just before them and to
-    themselves (never to later ones). ``attention`` is a ``MultiHeadAttention``.
+class SelfAttentionContext(NamedTuple):
+    """What the self-attention of every block needs for ``T`` new tokens after ``P`` cached ones:
+    ``mask`` ``(T, P + T)`` or ``None`` (nothing masked), ``bias`` (ALiBi's ``(heads, T, P + T)``) or
+    ``None``, ``rotary`` (``(cos, sin)``, each ``(T, d / heads / 2)``) or ``None``."""
 
-    Returns ``(output, keys, values)``: ``(batch, T, d)`` and the cache extended by this call's keys
-    and values (rotated already, for rotary), cut to the last ``window`` positions when there is a
-    window.
+    mask: torch.Tensor | None
+    bias: torch.Tensor | None
+    rotary: tuple[torch.Tensor, torch.Tensor] | None
+
+
+def self_attention_context(T: int, P: int, offset: int, *, position_scheme: str = "sinusoidal",
+                           window: int | None = None, num_heads: int = 1, head_dim: int = 2, device=None,
+                           dtype=torch.float32, causal: bool = True) -> SelfAttentionContext:
+    """The ``SelfAttentionContext`` of ``T`` tokens at positions ``offset .. offset + T - 1`` that follow
+    ``P`` cached positions (the last P before ``offset``), computed once per forward pass.
+    ``causal=False`` (an encoder's self-attention: P = 0, every position sees every other) gives no mask
+    and ALiBi's symmetric bias ``-slope * |i - j|``; ``window`` is for causal attention only."""
+    check_position_scheme(position_scheme, window)
+    if not causal:
+        if window is not None or P:
+            raise ValueError("an encoder's (non-causal) self-attention has no window and no cache")
+        mask = None
+    elif window is None:
+        mask = None if T == 1 else causal_mask(T, P + T, device)
+    else:
+        mask = None if T == 1 and window >= P + T else sliding_window_mask(T, P + T, window, device)
+    bias = None
+    if position_scheme == "alibi":
+        bias = alibi_bias(num_heads, T, P + T, device, symmetric=not causal)  # (heads, T, P + T)
+    rotary = None
+    if position_scheme == "rotary":
+        where = torch.arange(offset, offset + T, device=device)
+        rotary = rotary_cos_sin(where, head_dim, dtype=torch.float64 if dtype == torch.float64 else torch.float32)
+    return SelfAttentionContext(mask, bias, rotary)
+
+
+def causal_self_attention(attention, X, cache=None, block: int = 0, context: SelfAttentionContext | None = None,
+                          *, position_scheme: str = "sinusoidal", window: int | None = None):
+    """Self-attention of ``X`` ``(batch, T, d)`` to the cached positions before it and to itself (never to
+    later ones); returns ``(batch, T, d)``. ``attention`` is a ``MultiHeadAttention``.
+
+    ``cache`` is a ``KVCache`` extended for these T tokens (``KVCache.extended``): this call writes block
+    ``block``'s keys and values (rotated already, for rotary) into it and attends to all of the block's
+    positions. Without a cache X attends to itself only (positions 0 .. T - 1). ``context`` is the
+    forward pass's ``self_attention_context``; without one it is computed here from ``position_scheme``
+    and ``window``.
     """
-    check_position_scheme(positions, window)
     queries = attention.project_q(X)  # (batch, heads, T, dh)
     keys, values = attention.project_kv(X, X)  # (batch, kv_heads, T, dh) each
-    T, P = X.shape[1], past_k.shape[2]
-    if positions == "rotary":
-        where = torch.arange(offset, offset + T, device=X.device)
-        queries, keys = apply_rotary(queries, where), apply_rotary(keys, where)
-    keys, values = torch.cat([past_k, keys], dim=2), torch.cat([past_v, values], dim=2)  # (batch, kv_heads, P + T, dh)
-    if window is None:
-        mask = None if T == 1 else causal_mask(T, P + T, X.device)
-    else:
-        mask = None if T == 1 and window >= P + T else sliding_window_mask(T, P + T, window, X.device)
-    bias = alibi_bias(attention.num_heads, T, P + T, X.device) if positions == "alibi" else None  # (heads, T, P+T)
-    output = attention.attend_heads(queries, keys, values, mask, bias)
-    if window is not None:
-        keys, values = keys[:, :, -window:], values[:, :, -window:]  # the rolling cache: the last `window` positions
-    return output, keys, values
+    if context is None:
+        T, P = X.shape[1], 0 if cache is None else cache.positions - X.shape[1]
+        offset = 0 if cache is None else cache.length - T
+        context = self_attention_context(T, P, offset, position_scheme=position_scheme, window=window,
+                                         num_heads=attention.num_heads, head_dim=attention.head_dim,
+                                         device=X.device, dtype=X.dtype)
+    if context.rotary is not None:
+        queries, keys = rotate(queries, *context.rotary), rotate(keys, *context.rotary)
+    if cache is not None:
+        keys, values = cache.update(block, keys, values)  # (batch, kv_heads, P + T, dh): the cached ones, then these
+    return attention.attend_heads(queries, keys, values, context.mask, context.bias)

@@ -3,6 +3,8 @@
 * ``check_tokens``: an integer tensor of token indices ``(batch, steps)``, the input of every
   translator, language model and sampler;
 * ``check_positive_int``: a count such as a block size;
+* ``check_stream``: a 1-D token stream (running text);
+* ``check_labelled_inputs``: a classifier's input tensors and their labels, one row per example;
 * ``check_queries_keys`` and ``check_attention_inputs``: queries, keys (and values) that fit a
   scoring function or an attention layer;
 * ``check_weights_dtype``: inputs in the dtype of a layer's weights;
@@ -58,6 +60,28 @@ def check_positive_int(name: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return value
+
+
+def check_stream(stream, name: str, min_length: int) -> None:
+    """Raise unless ``stream`` is a 1-D integer tensor of token indices holding at least ``min_length``."""
+    if not isinstance(stream, torch.Tensor) or stream.dim() != 1 or stream.is_floating_point():
+        got = f"shape {tuple(stream.shape)}, dtype {stream.dtype}" if isinstance(stream, torch.Tensor) \
+            else type(stream).__name__
+        raise ValueError(f"{name} must be a 1-D integer tensor of token indices, got {got}")
+    if len(stream) < min_length:
+        raise ValueError(f"{name} must hold at least {min_length} tokens, got {len(stream)}")
+
+
+def check_labelled_inputs(inputs, labels) -> None:
+    """Raise unless ``labels`` is a 1-D tensor of class indices and each of ``inputs`` a tensor with one
+    row per label."""
+    if not isinstance(labels, torch.Tensor) or labels.dim() != 1:
+        raise ValueError(f"labels must be a 1-D tensor of class indices, got "
+                         f"{type(labels).__name__} {tuple(getattr(labels, 'shape', ()))}")
+    for i, x in enumerate(inputs):
+        if not isinstance(x, torch.Tensor) or x.shape[:1] != labels.shape:
+            raise ValueError(f"input {i} must be a tensor with one row per label ({labels.shape[0]} rows), "
+                             f"got {type(x).__name__} {tuple(getattr(x, 'shape', ()))}")
 
 
 def check_queries_keys(queries, keys, same_size: bool = False, what: str = "this score") -> None:

@@ -23,7 +23,7 @@ from .device import get_device, set_seed
 from .evaluate import alignment_error, bleu_report, evaluate_bleu
 from .registry import CHAPTER_6_TRANSLATORS, build_translator
 from .seq2seq import EncoderDecoder
-from .train import train_seq2seq
+from .trainers import train_seq2seq
 from .training_loop import History
 
 #: The book budget of the Tatoeba translators: the same steps of the same batch for every model.

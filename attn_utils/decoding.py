@@ -62,22 +62,28 @@ def _cut(seq: list[int], eos: int) -> int:
 
 
 @torch.no_grad()
-def greedy_decode(model, src: torch.Tensor, src_valid_len: torch.Tensor | None, bos: int, eos: int,
-                  max_len: int) -> Decoded:
+def greedy_decode(model, src: torch.Tensor, src_valid_len: torch.Tensor | None, bos: int, eos: int | None,
+                  max_len: int, *, use_cache: bool = True) -> Decoded:
     """Feed back the most probable token at every step, for a whole batch at once.
 
     A sentence stops at its first ``<eos>`` or after ``max_len`` tokens; the batch stops when
-    every sentence has stopped.
+    every sentence has stopped (``eos=None``: every sentence runs ``max_len`` steps, as d2l's
+    ``predict_step``). With ``use_cache`` each step feeds the newest token to the decoder's state
+    (a Transformer's key-value cache); without, each step re-runs the decoder on the whole prefix
+    from the state ``init_state`` made (the same tokens, slower: chapter 10 times the two).
     """
     _check(src, src_valid_len, max_len)
     model.eval()
     batch, device = src.shape[0], src.device
-    state = _start(model, src, src_valid_len)
-    X = torch.full((batch, 1), bos, dtype=torch.long, device=device)
+    state = fresh = _start(model, src, src_valid_len)
+    X = prefix = torch.full((batch, 1), bos, dtype=torch.long, device=device)
     done = torch.zeros(batch, dtype=torch.bool, device=device)
     tokens, logps, attns = [], [], []
     for _ in range(max_len):
-        logits, state = model.decoder(X, state)  # (batch, 1, vocab)
+        if use_cache:
+            logits, state = model.decoder(X, state)  # (batch, 1, vocab)
+        else:
+            logits, _ = model.decoder(prefix, fresh)  # the whole prefix again: (batch, steps, vocab)
         logp = F.log_softmax(logits[:, -1].float(), dim=-1)  # (batch, vocab)
         best_logp, X = logp.max(dim=-1)
         tokens.append(X)
@@ -85,16 +91,18 @@ def greedy_decode(model, src: torch.Tensor, src_valid_len: torch.Tensor | None, 
         attn = _step_attention(model.decoder)
         if attn is not None:
             attns.append(attn)
-        done = done | X.eq(eos)
         X = X.unsqueeze(1)  # (batch, 1)
-        if bool(done.all()):
-            break
+        prefix = torch.cat([prefix, X], dim=1)
+        if eos is not None:
+            done = done | X[:, 0].eq(eos)
+            if bool(done.all()):
+                break
     token_rows = torch.stack(tokens, dim=1).tolist()  # (batch, steps)
     total = torch.stack(logps, dim=1).sum(dim=1).tolist()  # (batch,)
     attn_all = torch.stack(attns, dim=1).cpu() if attns else None  # (batch, steps, source_steps)
     out_tokens, out_attn = [], [] if attn_all is not None else None
     for b, row in enumerate(token_rows):
-        n = _cut(row, eos)
+        n = len(row) if eos is None else _cut(row, eos)
         out_tokens.append(row[:n - 1] if row[n - 1:n] == [eos] else row[:n])
         if out_attn is not None:
             out_attn.append(attn_all[b, :n])

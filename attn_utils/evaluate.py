@@ -1,20 +1,46 @@
-"""Translating sentences with a trained model and scoring the translations with corpus BLEU.
+"""Running a trained model over data to score it: the one home of the course's evaluations.
 
-Sentences are decoded in batches of equal source length (no padding), then put back in the
-order given. Hypotheses and references are whitespace-joined d2l-style tokens, so
-``corpus_bleu`` compares them exactly as sacrebleu does with ``tokenize='none'``.
+The scores themselves, functions of predictions alone (BLEU, the alignment error rate, accuracy's
+relatives, a spread over seeds), are in ``metrics``; this module produces what they read. Every
+function reads the model in evaluation mode or without gradients and leaves its weights alone.
+
+* **Translation** (chapters 4–6, 10): ``translate`` decodes sentences in batches of equal source
+  length (no padding), then puts them back in the order given; ``evaluate_bleu`` and
+  ``bleu_report`` score a split with corpus BLEU (hypotheses and references are whitespace-joined
+  d2l-style tokens, so ``corpus_bleu`` compares them exactly as sacrebleu does with
+  ``tokenize='none'``); ``forced_attention`` and ``alignment_error`` score the attention against
+  gold alignments.
+* **Classification** (chapter 7): ``predict`` and ``accuracy``.
+* **Language models on running text** (chapter 11): a book is far longer than the context a model
+  sees at once, so scoring reads every held-out token exactly once, in windows of ``context`` tokens
+  that overlap: the first window scores all of its targets, each later one moves ``stride`` tokens
+  on and scores only its last ``stride`` targets, so every token after the first window is predicted
+  from at least ``context - stride`` tokens before it (``sliding_window_logprobs``; the recipe of
+  Hugging Face's perplexity guide). ``perplexity`` is ``exp`` of the mean negative log-probability
+  over all the tokens of several texts, ``loss_by_position`` how the loss falls as a window's model
+  sees more context; for a masked language model, ``predict_hidden_tokens`` hides each token of a
+  text in turn, in a window around it. ``copy_accuracy`` scores the copying task of ``induction``.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
+from torch import nn
 
+from .checks import check_labelled_inputs, check_positive_int, check_stream
 from .decoding import decode
 from .device import model_device
-from .metrics import attention_aer, bootstrap_bleu, corpus_bleu
+from .metrics import attention_aer, bootstrap_bleu, corpus_bleu, group_references
+from .modes import evaluation_mode
+
+if TYPE_CHECKING:
+    from .induction import RepeatedSegments
 
 
 @dataclass
@@ -71,21 +97,6 @@ def translate_split(model, data, split: str = "test", **kwargs) -> tuple[list[st
     return hypotheses, references
 
 
-def group_references(hypotheses, references, sources) -> tuple[list[str], list[list[str]]]:
-    """One hypothesis per distinct source with *all* its references, for multi-reference BLEU.
-
-    ``hypotheses``, ``references`` and ``sources`` (strings) are parallel, one entry per pair, as
-    ``translate_split`` gives them; a source's pairs all carry the same hypothesis (it is decoded once).
-    """
-    if not len(hypotheses) == len(references) == len(sources):
-        raise ValueError(f"expected as many hypotheses, references and sources, got {len(hypotheses)}, "
-                         f"{len(references)} and {len(sources)}")
-    grouped: dict[str, tuple[str, list[str]]] = {}
-    for hyp, ref, src in zip(hypotheses, references, sources):
-        grouped.setdefault(src, (hyp, []))[1].append(ref)
-    return [hyp for hyp, _ in grouped.values()], [refs for _, refs in grouped.values()]
-
-
 def evaluate_bleu(model, data, split: str = "test", references: str = "single", **kwargs) -> float:
     """Corpus BLEU (0–100) on ``split``, greedy unless ``kwargs`` ask for a beam.
 
@@ -115,33 +126,6 @@ def bleu_report(model, data, split: str = "test", num_samples: int = 1000, seed:
     return {"bleu": single.bleu, "bleu_low": single.low, "bleu_high": single.high, "multi_bleu": multi.bleu,
             "multi_low": multi.low, "multi_high": multi.high, "pairs": len(hypotheses),
             "sentences": len(grouped_hyps)}
-
-
-def bleu_by_length(hypotheses, references, lengths, buckets, num_samples: int | None = None,
-                   seed: int = 0) -> list[dict]:
-    """Corpus BLEU within each length bucket.
-
-    ``buckets`` is a list of ``(low, high)`` inclusive ranges of ``lengths`` (e.g. source lengths).
-    Returns one dict per non-empty bucket: ``{'bucket': 'low-high', 'pairs': n, 'bleu': ...}``; with
-    ``num_samples``, also ``'low'`` and ``'high'``, the bucket's bootstrap 95 % interval
-    (``bootstrap_bleu``): a bucket of a few dozen sentences has a wide one.
-    """
-    if not len(hypotheses) == len(references) == len(lengths):
-        raise ValueError(f"expected as many hypotheses, references and lengths, got {len(hypotheses)}, "
-                         f"{len(references)} and {len(lengths)}")
-    rows = []
-    for low, high in buckets:
-        keep = [i for i, n in enumerate(lengths) if low <= n <= high]
-        if keep:
-            label = str(low) if low == high else f"{low}-{high}"
-            hyps, refs = [hypotheses[i] for i in keep], [references[i] for i in keep]
-            if num_samples is None:
-                rows.append({"bucket": label, "pairs": len(keep), "bleu": corpus_bleu(hyps, refs)})
-            else:
-                interval = bootstrap_bleu(hyps, refs, num_samples=num_samples, seed=seed)
-                rows.append({"bucket": label, "pairs": len(keep), "bleu": interval.bleu, "low": interval.low,
-                             "high": interval.high})
-    return rows
 
 
 @torch.no_grad()
@@ -182,3 +166,170 @@ def alignment_error(model, data, split: str = "test", **kwargs) -> float:
         raise ValueError(f"the {data.source!r} corpus has no gold alignments; use source='grammar' or 'dates'")
     attention = forced_attention(model, data, split, **kwargs)
     return attention_aer(attention, pairs.alignments, src_lens=[len(s) for s in pairs.src])
+
+
+# ---------------------------------------------------------------------------------------------
+# Classification
+# ---------------------------------------------------------------------------------------------
+
+@torch.no_grad()
+def predict(model: nn.Module, inputs: Sequence[torch.Tensor], batch_size: int = 512):
+    """Class predictions ``(n,)`` and the attention weights of every example (concatenated on dim 0).
+
+    The weights are whatever the model keeps in ``attention_weights`` after each call (``None``
+    when it keeps none); the model is put in evaluation mode.
+    """
+    inputs = tuple(inputs)
+    model.eval()
+    device = next(model.parameters()).device
+    predictions, weights = [], []
+    for start in range(0, inputs[0].shape[0], batch_size):
+        batch = [x[start:start + batch_size].to(device) for x in inputs]
+        predictions.append(model(*batch).argmax(-1).cpu())
+        w = getattr(model, "attention_weights", None)
+        if w is not None:
+            weights.append(w.detach().cpu())
+    return torch.cat(predictions), (torch.cat(weights) if weights else None)
+
+
+def accuracy(model: nn.Module, inputs: Sequence[torch.Tensor], labels: torch.Tensor, batch_size: int = 512) -> float:
+    """Fraction of ``labels`` that ``model`` predicts."""
+    inputs = tuple(inputs)
+    check_labelled_inputs(inputs, labels)
+    predictions, _ = predict(model, inputs, batch_size)
+    return float((predictions == labels.cpu()).float().mean())
+
+
+# ---------------------------------------------------------------------------------------------
+# Language models on running text
+# ---------------------------------------------------------------------------------------------
+
+def model_logits(model: nn.Module, X: torch.Tensor) -> torch.Tensor:
+    """``model(X)``'s logits ``(batch, steps, vocab)`` (the first element when the model returns a tuple,
+    as ``CausalLanguageModel`` does), in float32 at least, so that a softmax of half-precision logits
+    does not lose the small probabilities."""
+    out = model(X)
+    logits = out[0] if isinstance(out, tuple) else out
+    return logits.to(torch.promote_types(logits.dtype, torch.float32))
+
+
+def _target_logprobs(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
+    """``(batch, steps - 1)``: the log-probability of ``tokens[:, 1:]`` given the tokens before each,
+    on the model's device (the tokens may come from the CPU)."""
+    tokens = tokens.to(model_device(model, tokens.device))
+    logits = model_logits(model, tokens[:, :-1])  # (batch, steps - 1, vocab)
+    return torch.log_softmax(logits, dim=-1).gather(-1, tokens[:, 1:, None])[..., 0]
+
+
+def window_starts(num_tokens: int, context: int, stride: int) -> list[tuple[int, int]]:
+    """The windows that score a sequence of ``num_tokens`` tokens: ``(start, skip)`` pairs.
+
+    A window reads tokens ``start .. start + context - 1`` (fewer for a short sequence) and predicts
+    ``start + 1 .. start + context``; it scores all but its first ``skip`` predictions. Together the
+    windows score tokens ``1 .. num_tokens - 1`` once each (token 0, ``<bos>``, is never predicted).
+    """
+    for name, value in [("num_tokens", num_tokens), ("context", context), ("stride", stride)]:
+        check_positive_int(name, value)
+    if stride > context:
+        raise ValueError(f"stride must be at most context={context} (else some tokens are never scored), got {stride}")
+    windows = [(0, 0)]
+    scored = min(context, num_tokens - 1)  # the last token scored so far
+    while scored < num_tokens - 1:
+        end = min(scored + stride, num_tokens - 1)  # the last token this window predicts
+        start = end - context
+        windows.append((start, scored - start))
+        scored = end
+    return windows
+
+
+@torch.no_grad()
+def sliding_window_logprobs(model: nn.Module, sequence: torch.Tensor, context: int, stride: int | None = None,
+                            batch_size: int = 64) -> torch.Tensor:
+    """``(len(sequence) - 1,)``: the log-probability of each token of ``sequence`` (1-D, from the
+    second) under ``model``, read in the windows of ``window_starts`` (``stride`` defaults to
+    ``context // 2``). ``model(X)`` takes ``(batch, steps)`` tokens and returns logits ``(batch, steps,
+    vocab)``, or a tuple whose first element they are (``CausalLanguageModel``)."""
+    check_positive_int("context", context)
+    stride = max(context // 2, 1) if stride is None else stride
+    check_stream(sequence, "sequence", 2)
+    windows = window_starts(len(sequence), context, stride)
+    width = min(context, len(sequence) - 1)
+    offsets = torch.arange(width + 1, device=sequence.device)
+    pieces = []
+    for i in range(0, len(windows), batch_size):
+        chunk = windows[i:i + batch_size]
+        starts = torch.tensor([s for s, _ in chunk], device=sequence.device)
+        tokens = sequence[starts[:, None] + offsets]  # (windows, width + 1)
+        logp = _target_logprobs(model, tokens)  # (windows, width)
+        pieces.extend(row[skip:] for row, (_, skip) in zip(logp, chunk))
+    return torch.cat(pieces).cpu()
+
+
+def perplexity(model: nn.Module, sequences, context: int, stride: int | None = None) -> float:
+    """``exp`` of the mean negative log-probability of every token of ``sequences`` (a list of 1-D token
+    tensors, each scored from its second token on) with ``sliding_window_logprobs``."""
+    if not isinstance(sequences, (list, tuple)) or not sequences:
+        raise ValueError(f"sequences must be a non-empty list of 1-D token tensors, got {type(sequences).__name__}")
+    with evaluation_mode(model):
+        logps = torch.cat([sliding_window_logprobs(model, s, context, stride) for s in sequences])
+    return math.exp(-logps.double().mean().item())
+
+
+@torch.no_grad()
+def loss_by_position(model: nn.Module, sequences, context: int) -> torch.Tensor:
+    """``(context,)``: the mean negative log-probability of the token at window position ``i + 1`` given
+    the ``i + 1`` tokens before it, over the non-overlapping windows of ``context + 1`` tokens that fit
+    in ``sequences`` (1-D token tensors). Entry 0 is the loss with one token of context, the last with
+    ``context``: how much the model gains from looking further back."""
+    check_positive_int("context", context)
+    windows = [s[i:i + context + 1] for s in sequences for i in range(0, len(s) - context, context)]
+    if not windows:
+        raise ValueError(f"no sequence holds a window of context + 1 = {context + 1} tokens")
+    tokens = torch.stack(windows)  # (windows, context + 1)
+    total = torch.zeros(context, dtype=torch.float64)
+    with evaluation_mode(model):
+        for i in range(0, len(tokens), 64):
+            logp = _target_logprobs(model, tokens[i:i + 64])  # (batch, context)
+            total -= logp.double().sum(dim=0).cpu()
+    return total / len(tokens)
+
+
+@torch.no_grad()
+def predict_hidden_tokens(model: nn.Module, sequence: torch.Tensor, context: int, mask_id: int,
+                          never=(), batch_size: int = 256) -> torch.Tensor:
+    """``(len(sequence) - 1,)``: a masked language model's guess for each token of ``sequence`` from the
+    second on, each hidden in turn (replaced by ``mask_id``, the rest intact) in a window of ``context``
+    tokens around it (centred where the sequence allows). ``model(X)`` returns logits ``(batch, steps,
+    vocab)``; the tokens in ``never`` (e.g. padding and ``<mask>``) are never guessed."""
+    check_positive_int("context", context)
+    check_stream(sequence, "sequence", 2)
+    sequence = sequence.to(model_device(model, sequence.device))  # it may come from the CPU
+    width = min(context, len(sequence))
+    positions = torch.arange(1, len(sequence), device=sequence.device)
+    starts = (positions - width // 2).clamp(0, len(sequence) - width)
+    guesses = []
+    with evaluation_mode(model):
+        for i in range(0, len(positions), batch_size):
+            pos, start = positions[i:i + batch_size], starts[i:i + batch_size]
+            X = sequence[start[:, None] + torch.arange(width, device=sequence.device)]  # (batch, width)
+            rows, at = torch.arange(len(pos), device=sequence.device), pos - start
+            X[rows, at] = mask_id
+            logits = model(X)[rows, at]  # (batch, vocab): the scores at each hidden position
+            logits[:, list(never)] = float("-inf")
+            guesses.append(logits.argmax(dim=-1))
+    return torch.cat(guesses).cpu()
+
+
+@torch.no_grad()
+def copy_accuracy(model, batch: RepeatedSegments) -> float:
+    """The share of ``batch``'s predictable positions at which ``model``'s most probable next token is the
+    right one (a batch of ``induction.repeated_segments``), in evaluation mode (``model(X)`` returns logits
+    ``(batch, T, vocab)`` or a tuple starting with them)."""
+    device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    with evaluation_mode(model):
+        logits = model_logits(model, batch.tokens[:, :-1].to(device))  # (batch, length - 1, vocab)
+    mask = batch.predictable[:, :-1].to(logits.device)
+    if not bool(mask.any()):
+        raise ValueError("the batch has no predictable position: make the segments longer")
+    hits = logits.argmax(dim=-1) == batch.tokens[:, 1:].to(logits.device)
+    return hits[mask].float().mean().item()

@@ -30,22 +30,26 @@ from matplotlib import pyplot as plt
 from torch import nn
 from torch.nn import functional as F
 
-from .data.digits import DIGIT, MARGIN, REGION
+from .canvas import DIGIT, MARGIN, REGION
+from .pooling import pool_by_scores
 
 MODES = ("soft", "hard", "uniform")
 REWARDS = ("log_likelihood", "correct")
 
 
-def soft_context(features: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """``z = sum_i alpha_i f_i``: features ``(batch, L, d)``, weights ``(batch, L)`` -> ``(batch, d)``.
+def soft_context(features: torch.Tensor, scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(z, alpha)``: ``z = sum_i alpha_i f_i`` with ``alpha = softmax(scores)``; features ``(batch, L, d)``,
+    scores ``(batch, L)`` -> ``z`` ``(batch, d)``, ``alpha`` ``(batch, L)``.
 
-    With weights that sum to 1 this is the expectation of the region feature under ``alpha``, which
-    is what Xu et al.'s deterministic ("soft") attention feeds the decoder.
+    ``z`` is the expectation of the region feature under ``alpha``, which is what Xu et al.'s
+    deterministic ("soft") attention feeds the decoder: attention pooling with one query per canvas,
+    computed by ``pooling.pool_by_scores`` (the package's one weighted average). Equal scores (the
+    uniform model) give the mean of the features.
     """
-    if features.dim() != 3 or weights.shape != features.shape[:2]:
-        raise ValueError(f"expected features (batch, L, d) and weights (batch, L), got "
-                         f"{tuple(features.shape)} and {tuple(weights.shape)}")
-    return (weights.unsqueeze(-1) * features).sum(1)  # (batch, L, 1) * (batch, L, d) -> (batch, d)
+    if features.dim() != 3 or scores.shape != features.shape[:2]:
+        raise ValueError(f"expected features (batch, L, d) and scores (batch, L), got "
+                         f"{tuple(features.shape)} and {tuple(scores.shape)}")
+    return pool_by_scores(scores, features)  # (batch, d), (batch, L)
 
 
 def reinforce_surrogate(log_probs: torch.Tensor, rewards: torch.Tensor, baseline: torch.Tensor | float | None = None):
@@ -164,14 +168,14 @@ class GlimpseClassifier(nn.Module):
         return self.encode(regions[torch.arange(regions.shape[0], device=regions.device), chosen])
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        regions, _, alpha = self.attend(images)
+        regions, scores, alpha = self.attend(images)
         self.attention_weights = alpha
         if self.mode == "hard":
             chosen = self._choose(alpha, sample=self.training or self.inference == "sample")
             self.glimpses = chosen
             z = self._read(regions, chosen)
         else:
-            z = soft_context(self.encode(regions), alpha)  # every region encoded: (batch, L, hidden) -> (batch, hidden)
+            z, _ = soft_context(self.encode(regions), scores)  # every region encoded: (batch, L, hidden) -> (batch, h)
         return self.classifier(z)
 
     # ---- training ------------------------------------------------------------------------------
@@ -247,7 +251,7 @@ def scorer_gradient_samples(model: GlimpseClassifier, images: torch.Tensor, labe
     params = model.scorer_parameters()
     regions, scores, alpha = model.attend(images)
     if model.mode != "hard":
-        logits = model.classifier(soft_context(model.encode(regions), alpha))
+        logits = model.classifier(soft_context(model.encode(regions), scores)[0])
         if model.mode == "uniform":
             return torch.zeros(num_samples, sum(p.numel() for p in params), device=images.device)
         grad = _flat_grad(F.cross_entropy(logits, labels), params)
@@ -284,22 +288,21 @@ def exact_scorer_gradient(model: GlimpseClassifier, images: torch.Tensor, labels
 def count_flops(model: nn.Module, images: torch.Tensor, by_module: bool = False):
     """Floating-point operations per image of ``model(images)``, as counted by ``torch.utils.flop_counter``.
 
-    It counts matrix multiplications and convolutions (2 per multiply-add), not element-wise
-    operations (activations, softmax, pooling, the weighted sum of soft attention), which are a
-    small share here. ``by_module=True`` returns ``{child module name: flops per image}`` with the
-    total under ``"total"``.
+    It counts the matrix multiplications and convolutions of the model's layers (its child modules;
+    2 per multiply-add), not element-wise operations (activations, softmax, pooling) nor the
+    weighted sum of soft attention (``2 L d`` per image, computed by ``attend`` outside the layers),
+    which are a small share here. ``by_module=True`` returns ``{child module name: flops per image}``
+    with their sum under ``"total"``.
     """
     from torch.utils.flop_counter import FlopCounterMode
 
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
         model(images)
-    total = counter.get_total_flops() / images.shape[0]
-    if not by_module:
-        return total
     counts = counter.get_flop_counts()
     prefix = type(model).__name__ + "."
     parts = {name: sum(counts.get(prefix + name, {}).values()) / images.shape[0] for name, _ in model.named_children()}
-    return {**parts, "total": total}
+    total = sum(parts.values())
+    return {**parts, "total": total} if by_module else total
 
 
 def show_glimpses(images: torch.Tensor, weights: torch.Tensor, grid: int = 3, chosen: torch.Tensor | None = None,

@@ -17,9 +17,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .masking import masked_softmax
 from .packed import run_packed
-from .pooling import LearnedQueryPooling
+from .pooling import LearnedQueryPooling, masked_mean
 
 # ---------------------------------------------------------------------------------------------
 # The models
@@ -63,8 +62,7 @@ def pool(attention: LearnedQueryPooling | None, H: torch.Tensor, lengths: torch.
     """``(pooled (N, size), weights (N, steps))`` of ``H`` ``(N, steps, size)`` over its first ``lengths``
     steps: attention pooling, or (``attention=None``) the mean, i.e. the same weights with equal scores."""
     if attention is None:
-        weights = masked_softmax(H.new_zeros(H.shape[:2]), lengths)  # 1/length on real steps, 0 elsewhere
-        return (weights.unsqueeze(-1) * H).sum(1), weights
+        return masked_mean(H, lengths)  # weights 1/length on real steps, 0 elsewhere
     return attention(H, lengths), attention.attention_weights
 
 

@@ -9,7 +9,7 @@ induction heads"): a *previous-token head* in the first layer copies each positi
 into it, and an *induction head* in the second layer matches the current token against those copies
 and attends to the position right after the earlier occurrence. ``head_scores`` measures both
 behaviours in every head from its attention weights, and ``ablate_heads`` switches heads off to
-test what each one is needed for.
+test what each one is needed for. How often a model copies right is ``evaluate.copy_accuracy``.
 """
 
 from __future__ import annotations
@@ -21,8 +21,6 @@ from dataclasses import dataclass
 import torch
 
 from .checks import check_tokens
-from .running_text import model_logits
-from .training_loop import evaluation_mode
 
 
 @dataclass(frozen=True)
@@ -167,17 +165,3 @@ def ablate_heads(model, heads: Iterable[tuple[int, int]]):
     finally:
         for handle in handles:
             handle.remove()
-
-
-@torch.no_grad()
-def copy_accuracy(model, batch: RepeatedSegments) -> float:
-    """The share of ``batch``'s predictable positions at which ``model``'s most probable next token is the
-    right one, in evaluation mode (``model(X)`` returns logits ``(batch, T, vocab)`` or a tuple starting with them)."""
-    device = next((p.device for p in model.parameters()), torch.device("cpu"))
-    with evaluation_mode(model):
-        logits = model_logits(model, batch.tokens[:, :-1].to(device))  # (batch, length - 1, vocab)
-    mask = batch.predictable[:, :-1].to(logits.device)
-    if not bool(mask.any()):
-        raise ValueError("the batch has no predictable position: make the segments longer")
-    hits = logits.argmax(dim=-1) == batch.tokens[:, 1:].to(logits.device)
-    return hits[mask].float().mean().item()

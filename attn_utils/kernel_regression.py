@@ -6,9 +6,10 @@ The estimate at a query ``x`` from examples ``(x_i, y_i)`` is
 
 a weighted average of the values ``y_i`` with weights that sum to 1. Writing ``K = exp(log K)``
 turns the weights into ``softmax_i(log K((x - x_i) / h))``: attention pooling with the score
-``log K``. That is how they are computed here, through :func:`attn_utils.masked_softmax`, so tiny
-widths never underflow to 0/0 and a query with no example inside a compact kernel's window gets
-all-zero weights (and predicts 0) instead of NaN.
+``log K``. That is how they are computed here, through :func:`attn_utils.attention.attend` (the
+masked softmax and weighted sum of every attention layer), so tiny widths never underflow to 0/0
+and a query with no example inside a compact kernel's window gets all-zero weights (and predicts 0)
+instead of NaN.
 
 Also here: the parametric version with a learned inverse width ``w`` (:class:`NWKernelRegression`),
 the leave-one-out mask that makes it trainable, the course's toy data
@@ -23,8 +24,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from .masking import masked_softmax
-from .training_loop import fit
+from .attention import attend
 
 _LOG_HALF = math.log(0.5)
 _LOG_THREE_QUARTERS = math.log(0.75)
@@ -96,10 +96,8 @@ def _pool(u: torch.Tensor, values: torch.Tensor, kernel_name: str, valid_lens):
             f"values must pair one-to-one with the keys: expected shape {tuple(keys_shape)} or "
             f"{tuple(keys_shape)} + (v,), got {tuple(values.shape)}"
         )
-    weights = masked_softmax(log_kernel(u, kernel_name), valid_lens)  # (..., Q, K)
-    if scalar:
-        return (weights @ values.unsqueeze(-1)).squeeze(-1), weights  # (..., Q)
-    return weights @ values, weights  # (..., Q, v)
+    output, weights = attend(log_kernel(u, kernel_name), values.unsqueeze(-1) if scalar else values, valid_lens)
+    return (output.squeeze(-1) if scalar else output), weights  # (..., Q) or (..., Q, v); weights (..., Q, K)
 
 
 def nadaraya_watson(queries, keys, values, kernel: str = "gaussian", width=1.0, valid_lens=None):
@@ -142,24 +140,6 @@ class NWKernelRegression(nn.Module):
         u = pairwise_differences(queries, keys) * self.w  # (..., Q, K)
         predictions, self.attention_weights = _pool(u, values, "gaussian", valid_lens)
         return predictions
-
-
-def train_nw(x, y, w: float = 1.0, max_steps: int = 50, lr: float = 1.0, leave_one_out: bool = True,
-             progress: bool = False):
-    """Fit ``NWKernelRegression`` on examples (x, y), queries = keys = x, by full-batch SGD on the MSE.
-
-    Trained with ``fit`` (plain SGD, constant learning rate, no clipping). With ``leave_one_out``
-    each example is predicted from the others only. Returns ``(model, history)``.
-    """
-    model = NWKernelRegression(w).to(device=x.device, dtype=x.dtype)
-    mask = leave_one_out_mask(len(x), x.device) if leave_one_out else None
-
-    def step_loss(model, step):
-        return ((model(x, x, y, mask) - y) ** 2).mean()
-
-    history = fit(model, step_loss, max_steps=max_steps, lr=lr, optimizer="sgd", schedule="constant", clip=None,
-                  progress=progress, desc="Nadaraya-Watson")
-    return model, history
 
 
 def true_function(x: torch.Tensor) -> torch.Tensor:

@@ -3,54 +3,31 @@
 * ``CausalLanguageModel``: token embeddings and positions, ``num_blks`` ``TransformerDecoderBlock``s
   built without cross-attention, pre-norm with a final layer norm, and an output layer tied to the
   embedding (Radford et al., 2018, 2019). It predicts token t + 1 from tokens 0..t and keeps a
-  key-value cache with the convention of ``TransformerDecoder``.
+  ``KVCache``: it is the stack of ``TransformerDecoder`` without the cross-attention
+  (``decode_with_cache``).
 * ``MaskedLanguageModel``: a pre-norm ``TransformerEncoder`` and a prediction head for the tokens
   hidden by BERT's masking scheme (Devlin et al., 2019), ``bert_mask`` / ``mask_tokens``.
 * Both use GPT's and BERT's GELU in the feed-forward network by default (``activation="relu"`` gives
   the original Transformer's ReLU).
-* ``train_language_model``: one small training loop for both (Adam, warm-up, linear decay, clipping).
+* Their losses are ``losses.causal_lm_loss`` and ``losses.masked_lm_loss``, their trainer
+  ``trainers.train_language_model``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import NamedTuple
-
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from .checks import check_tokens
-from .training_loop import History, fit
-from .transformer import TransformerDecoderBlock, TransformerEncoder, build_stack, embed_tokens
-
-IGNORE_INDEX = -100  # label of the positions that do not count in the loss (torch's cross-entropy default)
-
-
-def _init_weights(model: nn.Module, embedding: nn.Embedding, num_hiddens: int) -> None:
-    """As ``make_transformer``: Xavier-uniform linear layers, token embeddings N(0, 1/d) (times sqrt(d) on
-    the way in, so they enter with unit-size entries); the tied output layer keeps the embedding's values."""
-    for module in model.modules():
-        if isinstance(module, nn.Linear) and module.weight is not embedding.weight:
-            nn.init.xavier_uniform_(module.weight)
-            if module.bias is not None:
-                nn.init.zeros_(module.bias)
-    nn.init.normal_(embedding.weight, std=num_hiddens ** -0.5)
-
-
-class KVCache(NamedTuple):
-    """A ``CausalLanguageModel``'s key-value cache: ``keys`` and ``values``, each ``(num_blks, batch,
-    num_kv_heads, P, d / heads)``, and ``length``, how many tokens came before (the position of the next
-    one). ``length == P`` unless a sliding window keeps only the last ``window`` positions."""
-
-    keys: torch.Tensor
-    values: torch.Tensor
-    length: int
-
-    @property
-    def nbytes(self) -> int:
-        """The memory the keys and values take."""
-        return self.keys.nbytes + self.values.nbytes
+from .kv_cache import KVCache
+from .losses import IGNORE_INDEX
+from .transformer import (
+    TransformerDecoderBlock,
+    TransformerEncoder,
+    build_stack,
+    decode_with_cache,
+    init_transformer_weights,
+)
 
 
 class CausalLanguageModel(nn.Module):
@@ -60,12 +37,12 @@ class CausalLanguageModel(nn.Module):
     ``length`` (0 without one); the logits ``(batch, T, vocab)`` at position t are the model's
     scores for the token at t + 1, computed from tokens 0..t only. ``cache`` is a ``KVCache`` (or a
     plain ``(keys, values)`` pair, whose length is then its number of positions), each
-    ``(num_blks, batch, num_kv_heads, P, d / heads)`` (the layout of ``TransformerDecoder``'s
-    ``self_k``/``self_v``); the returned cache has ``P + T`` positions, or the last ``window``.
+    ``(num_blks, batch, num_kv_heads, P, d / heads)``; the returned cache has ``P + T`` positions, or
+    the last ``window``.
 
     Options of today's models:
 
-    * ``positions``: ``"learned"`` (GPT-2), ``"sinusoidal"`` (the 2017 Transformer), ``"rotary"``
+    * ``position_scheme``: ``"learned"`` (GPT-2), ``"sinusoidal"`` (the 2017 Transformer), ``"rotary"``
       (RoFormer, LLaMA) or ``"alibi"`` (BLOOM); with the last two, ``max_len`` is no limit.
     * ``num_kv_heads``: grouped-query attention (1: multi-query attention).
     * ``window``: sliding-window attention with a rolling cache of ``window`` positions.
@@ -73,19 +50,19 @@ class CausalLanguageModel(nn.Module):
 
     def __init__(self, vocab_size: int, num_hiddens: int = 128, ffn_num_hiddens: int = 512, num_heads: int = 4,
                  num_blks: int = 2, dropout: float = 0.0, use_bias: bool = False, *, max_len: int = 256,
-                 positions: str = "learned", activation: str = "gelu", num_kv_heads: int | None = None,
+                 position_scheme: str = "learned", activation: str = "gelu", num_kv_heads: int | None = None,
                  window: int | None = None):
         super().__init__()
         self.num_heads, self.max_len, self.num_hiddens = num_heads, max_len, num_hiddens
         self.num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
-        self.positions, self.window = positions, window
+        self.position_scheme, self.window = position_scheme, window
         self.embedding, self.pos_encoding, self.blks, self.final_norm = build_stack(
             TransformerDecoderBlock, vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks, dropout, use_bias,
-            True, max_len, positions, cross_attention=False, activation=activation, positions=positions,
-            window=window, num_kv_heads=num_kv_heads)
+            True, max_len, position_scheme, cross_attention=False, activation=activation, window=window,
+            num_kv_heads=num_kv_heads)
         self.dense = nn.Linear(num_hiddens, vocab_size, bias=False)
         self.dense.weight = self.embedding.weight  # tied: one matrix reads and writes tokens
-        _init_weights(self, self.embedding, num_hiddens)
+        init_transformer_weights(self, [self.embedding], num_hiddens, tied=self.dense)
 
     @property
     def attention_weights(self):
@@ -95,55 +72,25 @@ class CausalLanguageModel(nn.Module):
     def empty_cache(self, batch: int, device=None, dtype=None) -> KVCache:
         """A cache of length 0: keys and values, each ``(num_blks, batch, num_kv_heads, 0, d / heads)``."""
         weight = self.embedding.weight
-        empty = torch.zeros(len(self.blks), batch, self.num_kv_heads, 0, self.num_hiddens // self.num_heads,
-                            device=weight.device if device is None else device,
-                            dtype=weight.dtype if dtype is None else dtype)
-        return KVCache(empty, empty, 0)
+        return KVCache.empty(len(self.blks), batch, self.num_kv_heads, self.num_hiddens // self.num_heads,
+                             weight.device if device is None else device, weight.dtype if dtype is None else dtype)
 
     def _check_cache(self, cache, batch: int) -> KVCache:
-        if not isinstance(cache, tuple) or len(cache) not in (2, 3):
-            raise ValueError(f"cache must be a KVCache (keys, values, length) or a (keys, values) pair, got "
+        if isinstance(cache, tuple) and len(cache) == 2:
+            cache = KVCache(*cache)  # checks the shapes' form
+        if not isinstance(cache, KVCache) or cache.cross_keys is not None:
+            raise ValueError(f"cache must be a KVCache of this model (or a (keys, values) pair), got "
                              f"{type(cache).__name__}")
-        past_k, past_v = cache[:2]
         expected = (len(self.blks), batch, self.num_kv_heads)
-        if not isinstance(past_k, torch.Tensor) or not isinstance(past_v, torch.Tensor) or past_k.dim() != 5 \
-                or past_k.shape != past_v.shape or past_k.shape[:3] != expected:
-            shapes = [tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__ for t in (past_k, past_v)]
-            raise ValueError(f"cache must be (keys, values), each (num_blks={expected[0]}, batch={batch}, "
-                             f"kv_heads={expected[2]}, P, d / heads); got {shapes[0]} and {shapes[1]}")
-        length = cache[2] if len(cache) == 3 else past_k.shape[3]
-        if isinstance(length, bool) or not isinstance(length, int) or length < past_k.shape[3]:
-            raise ValueError(f"the cache's length (tokens seen) must be an int of at least its {past_k.shape[3]} "
-                             f"positions, got {length!r}")
-        return KVCache(past_k, past_v, length)
+        if cache.keys.shape[:3] != expected:
+            raise ValueError(f"cache must hold keys and values (num_blks={expected[0]}, batch={batch}, "
+                             f"kv_heads={expected[2]}, P, d / heads); got {tuple(cache.keys.shape)}")
+        return cache
 
     def forward(self, X, cache=None):
         check_tokens(X, "the language model's input X")
-        past_k, past_v, length = self.empty_cache(X.shape[0]) if cache is None else self._check_cache(cache, X.shape[0])
-        X = embed_tokens(self, X, length)  # (batch, T, d), positions L .. L + T - 1
-        new_k, new_v = [], []
-        for i, blk in enumerate(self.blks):
-            X, k, v = blk(X, past_k[i], past_v[i], offset=length)
-            new_k.append(k)
-            new_v.append(v)
-        logits = self.dense(self.final_norm(X))  # (batch, T, vocab)
-        # keys and values: (num_blks, batch, kv_heads, P + T or window, dh) each
-        return logits, KVCache(torch.stack(new_k), torch.stack(new_v), length + X.shape[1])
-
-
-def causal_lm_loss(model: CausalLanguageModel, tokens: torch.Tensor, pad: int) -> torch.Tensor:
-    """Mean cross-entropy of predicting ``tokens[:, 1:]`` from ``tokens[:, :-1]`` (``<pad>`` targets do
-    not count). ``tokens`` ``(batch, steps)`` start with ``<bos>``; padding sits at the end of each row, so
-    with the causal mask no real position ever sees it."""
-    check_tokens(tokens, "tokens")
-    if tokens.shape[1] < 2:
-        raise ValueError(f"tokens must have at least 2 steps (an input and a target), got shape {tuple(tokens.shape)}")
-    logits, _ = model(tokens[:, :-1])  # (batch, steps - 1, vocab)
-    targets = tokens[:, 1:].masked_fill(tokens[:, 1:] == pad, IGNORE_INDEX)
-    if not bool((targets != IGNORE_INDEX).any()):
-        raise ValueError("the batch has no target token to learn from (every target is padding)")
-    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1),
-                           ignore_index=IGNORE_INDEX)
+        cache = self.empty_cache(X.shape[0]) if cache is None else self._check_cache(cache, X.shape[0])
+        return decode_with_cache(self, X, cache)
 
 
 class MaskedLanguageModel(nn.Module):
@@ -152,33 +99,36 @@ class MaskedLanguageModel(nn.Module):
     A pre-norm ``TransformerEncoder`` (every position sees every other one, padding excluded through
     ``valid_lens``), then BERT's prediction head: a dense layer with GELU and a layer norm, and an
     output layer tied to the token embedding, with a bias of its own. Returns ``(batch, steps, vocab)``;
-    with ``positions``, a boolean ``(batch, steps)`` mask (e.g. ``labels != IGNORE_INDEX``), only the
+    with ``predict_at``, a boolean ``(batch, steps)`` mask (e.g. ``labels != IGNORE_INDEX``), only the
     logits of those positions, ``(count, vocab)`` in row-major order: training needs no others.
+    ``position_scheme`` is ``TransformerEncoder``'s (BERT's is ``"learned"``).
     """
 
     def __init__(self, vocab_size: int, num_hiddens: int = 128, ffn_num_hiddens: int = 512, num_heads: int = 4,
                  num_blks: int = 2, dropout: float = 0.0, use_bias: bool = False, *, max_len: int = 256,
-                 learned_positions: bool = True, activation: str = "gelu"):
+                 position_scheme: str = "learned", activation: str = "gelu"):
         super().__init__()
         self.encoder = TransformerEncoder(vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks, dropout,
                                           use_bias, norm_first=True, max_len=max_len,
-                                          learned_positions=learned_positions, activation=activation)
+                                          position_scheme=position_scheme, activation=activation)
         self.head = nn.Sequential(nn.Linear(num_hiddens, num_hiddens), nn.GELU(), nn.LayerNorm(num_hiddens))
         self.dense = nn.Linear(num_hiddens, vocab_size)
         self.dense.weight = self.encoder.embedding.weight
-        _init_weights(self, self.encoder.embedding, num_hiddens)
+        init_transformer_weights(self, [self.encoder.embedding], num_hiddens, tied=self.dense)
 
     @property
     def attention_weights(self):
         return self.encoder.attention_weights
 
-    def forward(self, X, valid_lens=None, positions=None):
+    def forward(self, X, valid_lens=None, predict_at=None):
         hidden = self.encoder(X, valid_lens)  # (batch, steps, d)
-        if positions is not None:
-            if positions.shape != X.shape or positions.dtype != torch.bool:
-                raise ValueError(f"positions must be a boolean mask of shape {tuple(X.shape)}, got "
-                                 f"{tuple(positions.shape)} of dtype {positions.dtype}")
-            hidden = hidden[positions]  # (count, d)
+        if predict_at is not None:
+            if not isinstance(predict_at, torch.Tensor) or predict_at.shape != X.shape \
+                    or predict_at.dtype != torch.bool:
+                got = (f"{tuple(predict_at.shape)} of dtype {predict_at.dtype}" if isinstance(predict_at, torch.Tensor)
+                       else type(predict_at).__name__)
+                raise ValueError(f"predict_at must be a boolean mask of shape {tuple(X.shape)}, got {got}")
+            hidden = hidden[predict_at]  # (count, d)
         return self.dense(self.head(hidden))  # (batch, steps, vocab) or (count, vocab)
 
 
@@ -226,37 +176,3 @@ def mask_tokens(tokens: torch.Tensor, maskable: torch.Tensor, mask_id: int, voca
     action = torch.rand(shape, generator=generator, device=gen_device).to(tokens.device)
     random_tokens = torch.randint(random_low, vocab_size, shape, generator=generator, device=gen_device)
     return bert_mask(tokens, maskable, choose, action, random_tokens.to(tokens.device), mask_id, mask_prob)
-
-
-def masked_lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy over the chosen positions only (``labels != IGNORE_INDEX``).
-
-    ``logits`` ``(batch, steps, vocab)`` with ``labels`` ``(batch, steps)``, or the logits of the chosen
-    positions only, ``(count, vocab)`` (``model(X, valid_lens, positions=labels != IGNORE_INDEX)``).
-    """
-    if logits.dim() == 2 and logits.shape[0] == int((labels != IGNORE_INDEX).sum()):
-        labels = labels[labels != IGNORE_INDEX]  # (count,), the same row-major order
-        logits = logits.unsqueeze(0)
-        labels = labels.unsqueeze(0)
-    if logits.dim() != 3 or labels.shape != logits.shape[:2]:
-        raise ValueError(f"expected logits (batch, steps, vocab) and labels (batch, steps), got "
-                         f"{tuple(logits.shape)} and {tuple(labels.shape)}")
-    if not bool((labels != IGNORE_INDEX).any()):
-        raise ValueError("no position was chosen for prediction (every label is IGNORE_INDEX): the loss is undefined")
-    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1),
-                           ignore_index=IGNORE_INDEX)
-
-
-def train_language_model(model: nn.Module, batch_loss: Callable[[nn.Module, int], torch.Tensor], *,
-                         max_steps: int | None = None, time_budget: float | None = None, lr: float = 1e-3,
-                         warmup: int = 100, clip: float = 1.0, betas=(0.9, 0.98), progress: bool = True,
-                         desc: str = "training", **fit_options) -> History:
-    """Train ``model`` with ``fit`` on ``batch_loss(model, step)``; return the ``History``.
-
-    Adam with linear warm-up over ``warmup`` steps, then linear decay to 0 at the end of the budget,
-    and gradient clipping at norm ``clip``, as ``train_seq2seq``. The model is left in eval mode.
-    ``fit_options`` go to ``fit`` (e.g. ``optimizer="adamw", weight_decay=0.1``, ``evaluate``,
-    ``eval_every``).
-    """
-    return fit(model, batch_loss, max_steps=max_steps, time_budget=time_budget, lr=lr, warmup=warmup, clip=clip,
-               betas=betas, progress=progress, desc=desc, **fit_options)

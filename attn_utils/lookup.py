@@ -4,15 +4,19 @@ A Python ``dict`` returns the value whose key *equals* the query. Attention gene
 score the query against every key, turn the scores into weights, and return the weighted
 average of the values (attention pooling). ``hard_lookup`` keeps only the best-scoring key;
 ``soft_lookup`` uses ``softmax(score / temperature)``, which tends to the hard lookup as the
-temperature goes to 0 and to plain averaging as it grows.
+temperature goes to 0 and to plain averaging as it grows. Both average through
+:func:`attn_utils.attention.attend`, the package's one weighted average (the hard lookup with every
+key but the best masked), and name their scores in ``attention.SCORES``.
 """
 
 from __future__ import annotations
 
 import torch
 
-from .masking import make_mask, masked_softmax
+from .attention import attend, score_layer
+from .masking import make_mask
 
+#: the scores ``lookup_scores`` offers, by their names in ``attention.SCORES``
 SCORES = ("neg_sq_dist", "dot")
 
 
@@ -21,10 +25,10 @@ def lookup_scores(queries: torch.Tensor, keys: torch.Tensor, score: str = "neg_s
 
     ``queries`` (..., Q, d) and ``keys`` (..., K, d) give scores (..., Q, K): the dot product
     ``q . k`` for ``score="dot"``, or ``-||q - k||^2`` for ``score="neg_sq_dist"`` (the closest
-    key scores highest).
+    key scores highest). The score is that of the layer of ``attention.SCORES`` of that name (the dot
+    product unscaled).
     """
-    if score not in SCORES:
-        raise ValueError(f"score must be one of {SCORES}, got {score!r}")
+    layer = score_layer(score, SCORES, **({"scale": 1.0} if score == "dot" else {}))
     if queries.dim() < 2 or keys.dim() < 2:
         raise ValueError(
             f"queries and keys need shape (..., n, d); got queries {tuple(queries.shape)} and keys "
@@ -35,13 +39,7 @@ def lookup_scores(queries: torch.Tensor, keys: torch.Tensor, score: str = "neg_s
             f"queries and keys must have the same feature size d; got queries {tuple(queries.shape)} "
             f"(d={queries.shape[-1]}) and keys {tuple(keys.shape)} (d={keys.shape[-1]})"
         )
-    dots = queries @ keys.transpose(-2, -1)  # (..., Q, K)
-    if score == "dot":
-        return dots
-    # ||q - k||^2 = ||q||^2 - 2 q.k + ||k||^2, computed without forming all (Q, K, d) differences
-    q_sq = (queries * queries).sum(-1, keepdim=True)  # (..., Q, 1)
-    k_sq = (keys * keys).sum(-1).unsqueeze(-2)  # (..., 1, K)
-    return -(q_sq - 2 * dots + k_sq).clamp_min(0)
+    return layer.score(queries, keys)  # (..., Q, K)
 
 
 def _check_values(keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, bool]:
@@ -65,8 +63,7 @@ def soft_lookup(queries, keys, values, temperature: float = 1.0, score: str = "n
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature!r}")
     values, scalar = _check_values(keys, values)
-    weights = masked_softmax(lookup_scores(queries, keys, score) / temperature, valid_lens)
-    output = weights @ values  # (..., Q, K) @ (..., K, v) -> (..., Q, v)
+    output, weights = attend(lookup_scores(queries, keys, score) / temperature, values, valid_lens)  # (..., Q, v)
     return (output.squeeze(-1) if scalar else output), weights
 
 
@@ -82,8 +79,9 @@ def hard_lookup(queries, keys, values, score: str = "neg_sq_dist", valid_lens=No
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     best = scores.argmax(dim=-1, keepdim=True)  # (..., Q, 1)
-    weights = torch.zeros_like(scores).scatter_(-1, best, 1.0)
+    chosen = torch.zeros_like(scores, dtype=torch.bool).scatter_(-1, best, True)  # (..., Q, K): the best key
     if mask is not None:
-        weights = weights * mask.expand_as(weights).any(dim=-1, keepdim=True)
-    output = weights @ values
+        chosen = chosen & mask  # a query with no visible key chooses none
+    # the soft lookup's average with every other key masked: all the weight on the chosen key
+    output, weights = attend(torch.zeros_like(scores), values, chosen)
     return (output.squeeze(-1) if scalar else output), weights

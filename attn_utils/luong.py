@@ -22,6 +22,11 @@ At target step ``t`` (counted from 0) the stacked GRU decoder produces its top s
 * input feeding: the next step's GRU input is ``[E y_t; h̃_t]``, so the decoder knows where it
   looked before. Without it, all target steps are computed at once.
 
+The scores are chapter 3's layers, which the decoder holds as ``attention`` (``DotProductAttention``,
+``GeneralAttention``, ``ConcatAttention`` or ``UniformAttention``, picked by name from
+``attention.SCORES``), and the global and local-m weights and contexts come from
+:func:`attn_utils.attention.attend`, as in every attention layer.
+
 ``scaled=True`` divides the dot and general scores by ``sqrt(h)``, as Vaswani et al. (2017) do. The
 paper does not; chapter 6 measures why this course's GRU translators need it: on states whose entries
 are near ±1 the unscaled scores start so large that the softmax is already one-hot, and its gradient
@@ -35,9 +40,9 @@ import math
 import torch
 from torch import nn
 
+from .attention import attend, score_layer
 from .checks import check_tokens
 from .masking import lengths_to_mask, masked_softmax
-from .scoring import concat_score, dot_score, general_score
 from .seq2seq import (
     Decoder,
     EncoderDecoder,
@@ -46,8 +51,21 @@ from .seq2seq import (
     source_lengths,
 )
 
+#: the scores the decoder offers, by their names in ``attention.SCORES``
 SCORES = ("dot", "general", "concat", "uniform")
 LOCAL_MODES = (None, "monotonic", "predictive")
+
+
+def luong_score_layer(score: str, num_hiddens: int, scaled: bool = False):
+    """The layer of ``attention.SCORES`` that ``LuongDecoder(score=...)`` holds, for states of size ``num_hiddens``:
+    dot and general divided by ``sqrt(h)`` when ``scaled`` (concat is bounded by tanh: never scaled), general's
+    ``W_a`` Xavier-initialised, as ``init_seq2seq`` does the decoder's other weights."""
+    h, scale = num_hiddens, (1.0 / math.sqrt(num_hiddens) if scaled else 1.0)
+    options = {"dot": {"scale": scale},
+               "general": {"query_size": h, "key_size": h, "scale": scale, "init": nn.init.xavier_uniform_},
+               "concat": {"num_hiddens": h, "query_size": h, "key_size": h},
+               "uniform": {}}
+    return score_layer(score, SCORES, **options.get(score, {}))
 
 
 def local_window(centres: torch.Tensor, src_lens: torch.Tensor, num_positions: int, window: int):
@@ -94,7 +112,7 @@ class LuongDecoder(Decoder):
                  dropout: float = 0.0, scaled: bool = False):
         super().__init__()
         if score not in SCORES:
-            raise ValueError(f"score must be one of {SCORES}, got {score!r}")
+            raise ValueError(f"score must be one of {SCORES}, got {score!r}")  # before any layer draws weights
         if local not in LOCAL_MODES:
             raise ValueError(f"local must be one of {LOCAL_MODES}, got {local!r}")
         if local is not None and (not isinstance(window, int) or window < 1):
@@ -105,12 +123,7 @@ class LuongDecoder(Decoder):
         self.embedding = nn.Embedding(vocab_size, embed_size)
         self.rnn = nn.GRU(embed_size + (h if input_feeding else 0), h, num_layers,
                           dropout=dropout if num_layers > 1 else 0)
-        if score == "general":
-            self.W_a = nn.Parameter(torch.empty(h, h))
-            nn.init.xavier_uniform_(self.W_a)
-        elif score == "concat":
-            self.W_a = nn.Linear(2 * h, h, bias=False)
-            self.v_a = nn.Linear(h, 1, bias=False)
+        self.attention = luong_score_layer(score, h, scaled)  # chapter 3's layer: score(h_t, h̄_s)
         if local == "predictive":
             self.W_p = nn.Linear(h, h, bias=False)
             self.v_p = nn.Linear(h, 1, bias=False)
@@ -129,18 +142,6 @@ class LuongDecoder(Decoder):
         lens = source_lengths(src_valid_len, enc.shape[0], enc.shape[1], enc.device)
         return enc, lens, hidden, torch.zeros_like(hidden[-1]), 0
 
-    def score(self, h_t: torch.Tensor, enc: torch.Tensor) -> torch.Tensor:
-        """``score(h_t, h̄_s)`` for queries (batch, Q, h) and encoder states (batch, src, h): (batch, Q, src);
-        dot and general divided by ``sqrt(h)`` when ``scaled``."""
-        if self.score_name == "concat":
-            return concat_score(h_t, enc, self.W_a, self.v_a)  # bounded by tanh: never scaled
-        if self.score_name == "uniform":
-            return h_t.new_zeros(h_t.shape[0], h_t.shape[1], enc.shape[1])  # (batch, Q, src)
-        scale = 1.0 / math.sqrt(self.num_hiddens) if self.scaled else 1.0
-        if self.score_name == "dot":
-            return dot_score(h_t, enc, scale=scale)
-        return general_score(h_t, enc, self.W_a) * scale
-
     def centre(self, h_t: torch.Tensor, lens: torch.Tensor, first_step: int) -> torch.Tensor | None:
         """``p_t`` for queries (batch, Q, h) at steps ``first_step, ...``: (batch, Q), or None (global)."""
         if self.local == "monotonic":
@@ -152,14 +153,17 @@ class LuongDecoder(Decoder):
         return None
 
     def attend(self, h_t: torch.Tensor, enc: torch.Tensor, lens: torch.Tensor, first_step: int):
-        """Attentional states, weights and centres for queries ``h_t`` (batch, Q, h) at steps ``first_step...``."""
-        scores = self.score(h_t, enc)  # (batch, Q, src)
+        """Attentional states, weights and centres for queries ``h_t`` (batch, Q, h) at steps ``first_step...``;
+        the encoder states ``enc`` (batch, src, h) are the keys and the values."""
+        scores = self.attention.score(h_t, enc)  # (batch, Q, src)
         centres = self.centre(h_t, lens, first_step)
-        if centres is None:
-            weights = masked_softmax(scores, lengths_to_mask(lens, enc.shape[1]).unsqueeze(1))
-        else:
-            weights = local_attention_weights(scores, lens, centres, self.window, self.local == "predictive")
-        context = weights @ enc  # (batch, Q, src) @ (batch, src, h) -> (batch, Q, h)
+        if self.local == "predictive":  # the window's softmax times a Gaussian: weights that no longer sum to 1
+            weights = local_attention_weights(scores, lens, centres, self.window, gaussian=True)
+            context = weights @ enc  # (batch, Q, src) @ (batch, src, h) -> (batch, Q, h)
+        else:  # global: every real position; local-m: the window around p_t
+            visible = (lengths_to_mask(lens, enc.shape[1]).unsqueeze(1) if centres is None
+                       else local_window(centres, lens, enc.shape[1], self.window)[0])  # (batch, 1 or Q, src)
+            context, weights = attend(scores, enc, visible)  # (batch, Q, h), (batch, Q, src)
         attentional = torch.tanh(self.W_c(torch.cat([context, h_t], dim=-1)))  # h̃_t: (batch, Q, h)
         return attentional, weights, centres
 

@@ -9,7 +9,10 @@
 * :func:`attention_memory` applies both to an attention function at one sequence length.
 * :func:`interleaved_times` and :func:`interleaved_medians` time several functions in turn within
   every repeat (as the repository's benchmarks do), so all see the same machine load.
-* :func:`spread` summarises one number measured over several seeds (or repeats): mean, min and max.
+* :func:`loglog_slope` reads the exponent of a cost's growth from such measurements, and
+  :func:`environment` what a stored measurement must say about where it was taken.
+
+The scores of a model (and ``spread``, a number over several seeds) are in ``attn_utils.metrics``.
 """
 
 from __future__ import annotations
@@ -21,8 +24,6 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Sequence
-from typing import NamedTuple
 
 import torch
 
@@ -171,23 +172,3 @@ def environment(device) -> dict:
             pass
     return {"device_type": device.type, "device_name": name, "torch": torch.__version__,
             "cpu_threads": torch.get_num_threads(), "date": datetime.date.today().isoformat()}
-
-
-class Spread(NamedTuple):
-    """The mean, smallest and largest of a few numbers (one per seed). ``f"{s:.3f}"`` writes
-    ``0.873 (0.861–0.889)``: the mean, then the range."""
-
-    mean: float
-    min: float
-    max: float
-
-    def __format__(self, spec: str) -> str:
-        return f"{format(self.mean, spec)} ({format(self.min, spec)}–{format(self.max, spec)})"
-
-
-def spread(values: Sequence[float]) -> Spread:
-    """``Spread(mean, min, max)`` of ``values`` (e.g. one test accuracy per seed)."""
-    values = [float(v) for v in values]
-    if not values:
-        raise ValueError("spread needs at least one value, got none")
-    return Spread(statistics.fmean(values), min(values), max(values))

@@ -1,5 +1,13 @@
-"""Translation and alignment metrics: corpus BLEU (as sacrebleu computes it), d2l's sentence
-BLEU, and the alignment error rate of attention weights against gold word alignments.
+"""The course's scores, as functions of what a model produced (predictions, attention weights, a
+training history, one number per seed), never of the model itself: ``evaluate`` runs a model over
+data to produce what they read.
+
+* Translation: corpus BLEU (as sacrebleu computes it), with several references
+  (``group_references``), a bootstrap interval and per length bucket; d2l's sentence BLEU.
+* Alignment: the alignment error rate of attention weights against gold word alignments.
+* Classification (chapter 7): SemEval-2010 Task 8's official macro-F1, the evidence hit rate of
+  attention weights, and ``steps_to_reach``, when a training run first reached a level.
+* Several seeds: ``spread``, the mean and range of a number measured once per seed.
 """
 
 from __future__ import annotations
@@ -7,9 +15,15 @@ from __future__ import annotations
 import collections
 import math
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple
+from statistics import fmean
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
+
+from .data.relations import LABELS, relation_type
+
+if TYPE_CHECKING:
+    from .training_loop import History
 
 _LOG_ZERO = -9999999999  # sacrebleu's floor for log(0)
 
@@ -122,6 +136,48 @@ def bootstrap_bleu(hypotheses: Sequence, references: Sequence, num_samples: int 
     tail = (1 - confidence) / 2
     low, high = torch.quantile(scores, torch.tensor([tail, 1 - tail], dtype=torch.float64)).tolist()
     return BleuInterval(bleu_from_statistics(statistics.sum(dim=0), max_order), low, high)
+
+
+def group_references(hypotheses, references, sources) -> tuple[list[str], list[list[str]]]:
+    """One hypothesis per distinct source with *all* its references, for multi-reference BLEU.
+
+    ``hypotheses``, ``references`` and ``sources`` (strings) are parallel, one entry per pair, as
+    ``translate_split`` gives them; a source's pairs all carry the same hypothesis (it is decoded once).
+    """
+    if not len(hypotheses) == len(references) == len(sources):
+        raise ValueError(f"expected as many hypotheses, references and sources, got {len(hypotheses)}, "
+                         f"{len(references)} and {len(sources)}")
+    grouped: dict[str, tuple[str, list[str]]] = {}
+    for hyp, ref, src in zip(hypotheses, references, sources):
+        grouped.setdefault(src, (hyp, []))[1].append(ref)
+    return [hyp for hyp, _ in grouped.values()], [refs for _, refs in grouped.values()]
+
+
+def bleu_by_length(hypotheses, references, lengths, buckets, num_samples: int | None = None,
+                   seed: int = 0) -> list[dict]:
+    """Corpus BLEU within each length bucket.
+
+    ``buckets`` is a list of ``(low, high)`` inclusive ranges of ``lengths`` (e.g. source lengths).
+    Returns one dict per non-empty bucket: ``{'bucket': 'low-high', 'pairs': n, 'bleu': ...}``; with
+    ``num_samples``, also ``'low'`` and ``'high'``, the bucket's bootstrap 95 % interval
+    (``bootstrap_bleu``): a bucket of a few dozen sentences has a wide one.
+    """
+    if not len(hypotheses) == len(references) == len(lengths):
+        raise ValueError(f"expected as many hypotheses, references and lengths, got {len(hypotheses)}, "
+                         f"{len(references)} and {len(lengths)}")
+    rows = []
+    for low, high in buckets:
+        keep = [i for i, n in enumerate(lengths) if low <= n <= high]
+        if keep:
+            label = str(low) if low == high else f"{low}-{high}"
+            hyps, refs = [hypotheses[i] for i in keep], [references[i] for i in keep]
+            if num_samples is None:
+                rows.append({"bucket": label, "pairs": len(keep), "bleu": corpus_bleu(hyps, refs)})
+            else:
+                interval = bootstrap_bleu(hyps, refs, num_samples=num_samples, seed=seed)
+                rows.append({"bucket": label, "pairs": len(keep), "bleu": interval.bleu, "low": interval.low,
+                             "high": interval.high})
+    return rows
 
 
 def _bleu_from_statistics(correct, total, sys_len, ref_len, smooth) -> float:
@@ -238,3 +294,99 @@ def attention_aer(attention, sure, possible=None, src_lens=None) -> float:
         a = attention_alignment(weights, src_len, targets)
         totals = [t + c for t, c in zip(totals, _aer_counts(a, s, p))]
     return _aer_from_counts(*totals)
+
+
+# ----------------------------------------------------------------------------------------------
+# Classification (chapter 7)
+# ----------------------------------------------------------------------------------------------
+
+def _as_labels(values, name: str) -> list[str]:
+    if isinstance(values, torch.Tensor):
+        values = values.detach().cpu().reshape(-1).tolist()
+    values = list(values)
+    out = []
+    for v in values:
+        if isinstance(v, str):
+            if v not in LABELS:
+                raise ValueError(f"{name}: expected labels from LABELS, got {v!r}")
+            out.append(v)
+        else:
+            if not 0 <= int(v) < len(LABELS):
+                raise ValueError(f"{name}: expected label indices in [0, {len(LABELS)}), got {v}")
+            out.append(LABELS[int(v)])
+    return out
+
+
+def semeval_macro_f1(predictions, targets) -> float:
+    """SemEval-2010 Task 8's official score: macro-averaged F1 over the relation types, Other excluded,
+    direction taken into account ("(9+1)-way with directionality").
+
+    ``predictions`` and ``targets`` are label indices (into ``LABELS``) or label strings. For each
+    relation type T present in ``targets``: ``P = correct / predicted``, ``R = correct / actual``,
+    where *correct* counts predictions equal to the target label (type AND direction), *predicted*
+    every prediction of type T (in either direction), *actual* every target of type T; F1 = 2PR/(P+R)
+    (0 when P + R = 0). The score is the mean F1 over those types, a number in [0, 1]; a prediction
+    with the right type but the wrong direction is wrong. ``Other`` targets only count through the
+    predictions they draw (a relation predicted for an ``Other`` sentence lowers that relation's P).
+    """
+    predicted, actual = _as_labels(predictions, "predictions"), _as_labels(targets, "targets")
+    if len(predicted) != len(actual):
+        raise ValueError(f"expected as many predictions as targets, got {len(predicted)} and {len(actual)}")
+    kinds = sorted({relation_type(t) for t in actual} - {"Other"})
+    if not kinds:
+        raise ValueError("the macro-F1 excludes Other, but every target is Other: nothing to score")
+    scores = []
+    for kind in kinds:
+        correct = sum(p == t and relation_type(t) == kind for p, t in zip(predicted, actual))
+        proposed = sum(relation_type(p) == kind for p in predicted)
+        gold = sum(relation_type(t) == kind for t in actual)
+        precision = correct / proposed if proposed else 0.0
+        recall = correct / gold
+        scores.append(0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall))
+    return sum(scores) / len(scores)
+
+
+def evidence_hit_rate(weights: torch.Tensor, evidence: torch.Tensor) -> float:
+    """How often the most-weighted position is the position that carries the evidence.
+
+    ``weights`` ``(n, positions)`` (attention over regions, tokens or sentences; padding should
+    already carry weight 0), ``evidence`` ``(n,)`` the index of the position that decides the
+    label. Ties go to the first maximum, as ``argmax`` does.
+    """
+    if weights.dim() != 2 or evidence.shape != weights.shape[:1]:
+        raise ValueError(f"expected weights (n, positions) and evidence (n,), got "
+                         f"{tuple(weights.shape)} and {tuple(evidence.shape)}")
+    if bool(((evidence < 0) | (evidence >= weights.shape[1])).any()):
+        raise ValueError(f"evidence indices must lie in [0, {weights.shape[1]}), got "
+                         f"{int(evidence.min())}..{int(evidence.max())}")
+    return float((weights.argmax(-1).cpu() == evidence.cpu()).float().mean())
+
+
+def steps_to_reach(history: History, level: float, name: str = "val_accuracy") -> int | None:
+    """The first evaluated step at which ``name`` reached ``level`` (``None`` if it never did)."""
+    steps, values = history.curve(name)
+    return next((step for step, value in zip(steps, values) if value >= level), None)
+
+
+# ----------------------------------------------------------------------------------------------
+# Several seeds
+# ----------------------------------------------------------------------------------------------
+
+class Spread(NamedTuple):
+    """The mean, smallest and largest of a few numbers (one per seed). ``f"{s:.3f}"`` writes
+    ``0.873 (0.861–0.889)``: the mean, then the range."""
+
+    mean: float
+    min: float
+    max: float
+
+    def __format__(self, spec: str) -> str:
+        return f"{format(self.mean, spec)} ({format(self.min, spec)}–{format(self.max, spec)})"
+
+
+def spread(values: Sequence[float]) -> Spread:
+    """``Spread(mean, min, max)`` of ``values`` (e.g. one test accuracy per seed)."""
+    values = [float(v) for v in values]
+    if not values:
+        raise ValueError("spread needs at least one value, got none")
+    return Spread(fmean(values), min(values), max(values))

@@ -1,10 +1,18 @@
-"""Figures shared by the chapters: attention-weight heatmaps and text shaded by its weights."""
+"""Figures shared by the chapters: attention-weight heatmaps, text shaded by its weights, and training
+curves (one run's ``History``, or several seeds' ``SeedRuns``)."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from matplotlib import pyplot as plt
+
+if TYPE_CHECKING:
+    from .trainers import SeedRuns
+    from .training_loop import History
 
 
 def _to_numpy(matrices) -> np.ndarray:
@@ -127,3 +135,37 @@ def show_text_weights(rows, weights, title=None, cmap: str = "Reds", vmax: float
     if title:
         fig.suptitle(title, fontsize=fontsize, x=0.01, ha="left")
     return fig
+
+
+def plot_history(history: History, figsize=(9, 3)):
+    """Training loss per step (and its running mean) beside validation BLEU; returns the figure."""
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=figsize, layout="constrained")
+    ax1.plot(history.steps, history.loss, lw=0.5, alpha=0.4, label="per step")
+    window = max(1, len(history.loss) // 50)
+    if len(history.loss) >= window:
+        kernel = torch.ones(window) / window
+        smooth = torch.conv1d(torch.tensor(history.loss)[None, None], kernel[None, None])[0, 0]
+        ax1.plot(history.steps[window - 1:], smooth.tolist(), label=f"mean of {window}")
+    ax1.set(xlabel="step", ylabel="training loss", title="loss (label-smoothed)")
+    ax1.legend(fontsize=8)
+    if "val_bleu" in history.evals:
+        ax2.plot(*history.curve("val_bleu"), marker="o")
+    ax2.set(xlabel="step", ylabel="BLEU", title="validation BLEU (greedy)")
+    return fig
+
+
+def plot_seed_curves(runs: Mapping[str, SeedRuns], name: str = "val_accuracy", ax=None, **plot_options):
+    """For each model of ``runs`` (label -> ``SeedRuns``), ``name`` against the step: the mean over the
+    seeds as a line and the band from the lowest to the highest seed. Returns the axes."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5, 3))
+    for label, run in runs.items():
+        steps = [h.curve(name)[0] for h in run.histories]
+        if any(s != steps[0] for s in steps):
+            raise ValueError(f"the seeds of {label!r} were evaluated at different steps; train them alike")
+        values = torch.tensor([h.curve(name)[1] for h in run.histories])  # (seeds, evaluations)
+        line, = ax.plot(steps[0], values.mean(0).tolist(), label=f"{label} ({len(run.seeds)} seeds)", **plot_options)
+        ax.fill_between(steps[0], values.min(0).values.tolist(), values.max(0).values.tolist(),
+                        color=line.get_color(), alpha=0.2, linewidth=0)
+    ax.set(xlabel="step", ylabel=name.replace("_", " "))
+    return ax

@@ -8,8 +8,10 @@ turned into the key that the learned query is compared with:
 - Yang et al. (2016), hierarchical attention: ``u_t = tanh(W h_t + b)``, ``alpha_t = softmax(u_t^T u_w)``,
   ``s = sum_t alpha_t h_t`` (``projection_size=k``: ``W`` is ``k x size`` and the query ``u_w`` has size ``k``).
 
-Padding positions get weight exactly 0 (``masked_softmax``), and a sequence with no real position
-pools to zeros rather than NaN.
+Mean pooling is the same with equal scores: :func:`masked_mean`, the one mean over a padded batch.
+Both pool through :func:`pool_by_scores`, that is :func:`attn_utils.attention.attend` with one query
+per sequence: padding positions get weight exactly 0, and a sequence with no real position pools to
+zeros rather than NaN.
 """
 
 from __future__ import annotations
@@ -17,7 +19,39 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .masking import masked_softmax
+from .masking import masked_softmax_visible
+
+
+def pool_by_scores(scores: torch.Tensor, H: torch.Tensor, valid_lens=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(pooled (batch, size), weights (batch, steps))``: ``H`` (batch, steps, size) averaged with the weights
+    ``softmax(scores)`` of ``scores`` (batch, steps) over the real steps: ``attend`` with one query.
+
+    ``valid_lens`` is ``None``, lengths ``(batch,)`` or a boolean mask broadcastable to ``(batch, steps)``
+    (``True`` = real position). The weighted sum is written out as a product and a sum over the steps,
+    not as ``attend``'s matrix product: the same numbers up to rounding, and the rounding chapter 7's
+    stored results were computed with (its trained accuracies move in the third decimal otherwise).
+    Padding never matters, NaN included; a NaN on a real step gives NaN, as in ``attend``.
+    """
+    if isinstance(valid_lens, torch.Tensor) and valid_lens.dtype == torch.bool and valid_lens.dim():
+        valid_lens = valid_lens.unsqueeze(-2)  # (..., steps) -> (..., 1, steps): the one query's row
+    weights, visible = masked_softmax_visible(scores.unsqueeze(-2), valid_lens)  # (batch, 1, steps) each
+    weights, visible = weights.squeeze(-2), visible.squeeze(-2)
+    pooled = (weights.unsqueeze(-1) * H.masked_fill(~visible.unsqueeze(-1), 0.0)).sum(dim=-2)  # (batch, size)
+    return pooled, weights
+
+
+def masked_mean(X: torch.Tensor, valid_lens=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(mean (batch, size), weights (batch, steps))``: the mean of ``X`` (batch, steps, size) over each
+    sequence's real steps, and the weights that give it, ``1 / length`` on the real steps and 0 on padding.
+
+    Mean pooling is attention pooling with equal scores, and is computed so (``pool_by_scores`` with zero
+    scores): a sequence with no real step gives zeros, and padding holding NaN changes nothing.
+    ``valid_lens`` as in ``pool_by_scores``.
+    """
+    if not isinstance(X, torch.Tensor) or X.dim() != 3:
+        got = tuple(X.shape) if isinstance(X, torch.Tensor) else type(X).__name__
+        raise ValueError(f"masked_mean expects X of shape (batch, steps, size), got {got}")
+    return pool_by_scores(X.new_zeros(X.shape[:2]), X, valid_lens)
 
 
 class LearnedQueryPooling(nn.Module):
@@ -44,6 +78,5 @@ class LearnedQueryPooling(nn.Module):
                              f"got {tuple(H.shape)}")
         keys = torch.tanh(H if self.projection is None else self.projection(H))  # (batch, steps, key_size)
         scores = keys @ self.query  # (batch, steps)
-        weights = masked_softmax(scores, valid_lens)  # (batch, steps), 0 on padding
-        self.attention_weights = weights
-        return (weights.unsqueeze(-1) * H).sum(1)  # (batch, size)
+        pooled, self.attention_weights = pool_by_scores(scores, H, valid_lens)  # (batch, size), (batch, steps)
+        return pooled

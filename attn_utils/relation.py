@@ -4,12 +4,11 @@ The task is SemEval-2010 Task 8's: given a sentence with two marked nominals,
 ``the <e1> burst </e1> was caused by the <e2> pressure </e2> .``, name the relation between them
 and its direction, one of 9 relation types times 2 directions plus ``Other`` (19 labels). The data
 is in ``attn_utils.data``: the generated corpus, labels and tensors in ``relations``, the reader of
-the task's own files in ``semeval``. This module holds the model and the score:
-
-- ``AttentionBiLSTM``: embeddings, a BiLSTM whose two directions are summed, Zhou et al.'s
-  attention pooling (``attn_utils.pooling.LearnedQueryPooling``), ``tanh``, dropout and a softmax
-  classifier; ``pooling="mean"`` or ``"last"`` replaces the attention for comparison;
-- ``semeval_macro_f1``: the task's official score.
+the task's own files in ``semeval``; the task's official score is ``attn_utils.metrics.semeval_macro_f1``.
+This module holds the model, ``AttentionBiLSTM``: embeddings, a BiLSTM whose two directions are
+summed, Zhou et al.'s attention pooling (``attn_utils.pooling.LearnedQueryPooling``), ``tanh``,
+dropout and a softmax classifier; ``pooling="mean"`` or ``"last"`` replaces the attention for
+comparison.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .data.relations import LABELS, relation_type
 from .packed import run_packed
 from .pooling import LearnedQueryPooling
 
@@ -144,53 +142,3 @@ class AttentionBiLSTM(nn.Module):
             self.attention_weights = None
         h_star = torch.tanh(r)  # (batch, hidden)
         return self.classifier(self.dropout(h_star))  # (batch, num_classes)
-
-
-# ---------------------------------------------------------------------------------------------
-# The official score
-# ---------------------------------------------------------------------------------------------
-
-def _as_labels(values, name: str) -> list[str]:
-    if isinstance(values, torch.Tensor):
-        values = values.detach().cpu().reshape(-1).tolist()
-    values = list(values)
-    out = []
-    for v in values:
-        if isinstance(v, str):
-            if v not in LABELS:
-                raise ValueError(f"{name}: expected labels from LABELS, got {v!r}")
-            out.append(v)
-        else:
-            if not 0 <= int(v) < len(LABELS):
-                raise ValueError(f"{name}: expected label indices in [0, {len(LABELS)}), got {v}")
-            out.append(LABELS[int(v)])
-    return out
-
-
-def semeval_macro_f1(predictions, targets) -> float:
-    """SemEval-2010 Task 8's official score: macro-averaged F1 over the relation types, Other excluded,
-    direction taken into account ("(9+1)-way with directionality").
-
-    ``predictions`` and ``targets`` are label indices (into ``LABELS``) or label strings. For each
-    relation type T present in ``targets``: ``P = correct / predicted``, ``R = correct / actual``,
-    where *correct* counts predictions equal to the target label (type AND direction), *predicted*
-    every prediction of type T (in either direction), *actual* every target of type T; F1 = 2PR/(P+R)
-    (0 when P + R = 0). The score is the mean F1 over those types, a number in [0, 1]; a prediction
-    with the right type but the wrong direction is wrong. ``Other`` targets only count through the
-    predictions they draw (a relation predicted for an ``Other`` sentence lowers that relation's P).
-    """
-    predicted, actual = _as_labels(predictions, "predictions"), _as_labels(targets, "targets")
-    if len(predicted) != len(actual):
-        raise ValueError(f"expected as many predictions as targets, got {len(predicted)} and {len(actual)}")
-    kinds = sorted({relation_type(t) for t in actual} - {"Other"})
-    if not kinds:
-        raise ValueError("the macro-F1 excludes Other, but every target is Other: nothing to score")
-    scores = []
-    for kind in kinds:
-        correct = sum(p == t and relation_type(t) == kind for p, t in zip(predicted, actual))
-        proposed = sum(relation_type(p) == kind for p in predicted)
-        gold = sum(relation_type(t) == kind for t in actual)
-        precision = correct / proposed if proposed else 0.0
-        recall = correct / gold
-        scores.append(0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall))
-    return sum(scores) / len(scores)

@@ -19,6 +19,23 @@ def rotary_angles(positions: torch.Tensor, dim: int, base: float = 10000.0) -> t
     return positions.to(torch.float64)[..., None] * frequencies  # (..., n, dim / 2)
 
 
+def rotary_cos_sin(positions: torch.Tensor, dim: int, base: float = 10000.0, dtype=torch.float32):
+    """``(cos, sin)``, each ``(..., n, dim / 2)`` in ``dtype``: what ``rotate`` needs for these positions.
+    A model computes them once per forward pass and hands them to every block."""
+    angles = rotary_angles(positions, dim, base).to(dtype)  # (..., n, dim / 2)
+    return angles.cos(), angles.sin()
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate the feature pairs of ``x`` ``(..., n, d)`` by the angles whose ``cos`` and ``sin`` are given
+    (``(..., n, d / 2)``, broadcasting against x's leading axes); computed in their dtype, returned in x's."""
+    d = x.shape[-1]
+    pairs = x.to(cos.dtype).unflatten(-1, (d // 2, 2))  # (..., n, d / 2, 2): the pairs (x_2i, x_2i+1)
+    even, odd = pairs[..., 0], pairs[..., 1]
+    rotated = torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1)  # (..., n, d / 2, 2)
+    return rotated.flatten(-2).to(x.dtype)  # (..., n, d)
+
+
 def apply_rotary(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0) -> torch.Tensor:
     """Rotate the feature pairs of ``x`` ``(..., n, d)`` by their position's angles: same shape and dtype.
 
@@ -42,9 +59,4 @@ def apply_rotary(x: torch.Tensor, positions: torch.Tensor | None = None, base: f
         raise ValueError(f"positions of shape {tuple(positions.shape)} do not broadcast against the "
                          f"{tuple(x.shape[:-1])} positions of x") from None
     compute = torch.float64 if x.dtype == torch.float64 else torch.float32
-    angles = rotary_angles(positions, d, base).to(compute)  # (..., n, d / 2)
-    cos, sin = angles.cos(), angles.sin()
-    pairs = x.to(compute).unflatten(-1, (d // 2, 2))  # (..., n, d / 2, 2): the pairs (x_2i, x_2i+1)
-    even, odd = pairs[..., 0], pairs[..., 1]
-    rotated = torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1)  # (..., n, d / 2, 2)
-    return rotated.flatten(-2).to(x.dtype)  # (..., n, d)
+    return rotate(x, *rotary_cos_sin(positions, d, base, compute))

@@ -20,8 +20,9 @@ import statistics
 import torch
 
 from .checks import check_tokens
+from .kv_cache import KVCache
 from .measure import interleaved_times
-from .training_loop import evaluation_mode
+from .modes import evaluation_mode
 
 
 def _check_temperature(temperature) -> float:
@@ -204,7 +205,7 @@ def filled_cache(model, length: int, batch: int = 1):
     kept = length if model.window is None else min(length, model.window)
     shape = (*empty.keys.shape[:3], kept, empty.keys.shape[-1])  # (blocks, batch, kv heads, kept, head size)
     random = dict(device=empty.keys.device, dtype=empty.keys.dtype)
-    return empty._replace(keys=torch.randn(shape, **random), values=torch.randn(shape, **random), length=length)
+    return KVCache(torch.randn(shape, **random), torch.randn(shape, **random), length)
 
 
 @torch.no_grad()

@@ -13,10 +13,12 @@ concat         v_a^T tanh(W_a [q; k])                 Luong et al. (2015)
 cosine         beta * q^T k / (|q| |k|)               Graves et al. (2014)
 location       (W_a q)_j, ignoring the keys' content  Luong et al. (2015)
 distance       -|q - W_a k|^2                         chapter 2's Gaussian kernel, learned
+neg_sq_dist    -|q - k|^2                             chapter 1's soft lookup
 =============  =====================================  ==================================
 
 Learned maps (``W_q``, ``v_a``, ...) are passed as callables, e.g. ``nn.Linear`` modules, so the
-same functions serve the layers in :mod:`attn_utils.attention` and from-scratch code.
+same functions serve the layers in :mod:`attn_utils.attention` and from-scratch code. The layers are
+listed by name in ``attention.SCORES``, the one registry of scores.
 """
 
 from __future__ import annotations
@@ -124,3 +126,16 @@ def distance_score(queries: torch.Tensor, keys: torch.Tensor, W_a: torch.Tensor)
     q_sq = queries.square().sum(-1, keepdim=True)  # (..., Q, 1)
     k_sq = mapped.square().sum(-1).unsqueeze(-2)  # (..., 1, K)
     return 2 * cross - q_sq - k_sq  # (..., Q, K)
+
+
+def neg_sq_dist_score(queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """``-|q - k|^2``: the closest key scores highest (chapter 1's soft lookup).
+
+    Computed as ``-(|q|^2 - 2 q.k + |k|^2)``, clamped at 0 against rounding, without forming all
+    (..., Q, K, d) differences.
+    """
+    check_queries_keys(queries, keys, same_size=True, what="squared-distance scoring")
+    dots = queries @ keys.transpose(-2, -1)  # (..., Q, K)
+    q_sq = (queries * queries).sum(-1, keepdim=True)  # (..., Q, 1)
+    k_sq = (keys * keys).sum(-1).unsqueeze(-2)  # (..., 1, K)
+    return -(q_sq - 2 * dots + k_sq).clamp_min(0)

@@ -96,15 +96,18 @@ class EncoderDecoder(nn.Module):
         """d2l's ``predict_step``: ``num_steps`` greedy steps from ``batch = (src, tgt, src_valid_len, _)``
         (``tgt[:, 0]`` is ``<bos>``), without stopping at ``<eos>``. Returns ``(tokens (batch,
         num_steps), attention weights per step)``; ``decoding.greedy_decode`` is the stopping version."""
+        from .decoding import greedy_decode  # the one greedy loop (decoding builds on this module)
+
         src, tgt, src_valid_len = (t.to(device) for t in batch[:3])
-        dec_state = self.decoder.init_state(self.encoder(src, src_valid_len), src_valid_len)
-        outputs, attention_weights = [tgt[:, :1]], []
-        for _ in range(num_steps):
-            Y, dec_state = self.decoder(outputs[-1], dec_state)  # (batch, 1, vocab)
-            outputs.append(Y.argmax(dim=2))
-            if save_attention_weights:
-                attention_weights.append(self.decoder.attention_weights)
-        return torch.cat(outputs[1:], dim=1), attention_weights
+        bos = int(tgt[0, 0])
+        if not bool((tgt[:, 0] == bos).all()):
+            raise ValueError("predict_step needs the same first token (<bos>) in every row of tgt")
+        decoded = greedy_decode(self, src, src_valid_len, bos, None, num_steps)
+        tokens = torch.tensor(decoded.tokens, dtype=torch.long, device=src.device)  # (batch, num_steps)
+        if not save_attention_weights or decoded.attention is None:
+            return tokens, []
+        weights = torch.stack(decoded.attention)  # (batch, num_steps, source_steps)
+        return tokens, [weights[:, t:t + 1] for t in range(num_steps)]  # per step (batch, 1, source_steps)
 
 
 class Seq2SeqEncoder(Encoder):

@@ -15,7 +15,7 @@ import statistics
 import urllib.request
 from pathlib import Path
 
-from .measure import spread
+from .metrics import spread
 
 RESULTS_FILE = "translators_cpu.json"
 RESULTS_URL = "https://raw.githubusercontent.com/attention-course/attention-course/main/benchmarks/results/"

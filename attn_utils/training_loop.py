@@ -1,8 +1,8 @@
 """The one training loop of the course, and the record it keeps.
 
-Every trainer (``train_seq2seq`` for the translators, ``train_classifier`` for chapter 7,
-``train_language_model`` for chapter 11, ``train_nw`` for chapter 2) is ``fit`` with a function
-that computes one batch's loss. ``fit`` owns what they share: the budget (``max_steps`` steps
+Every trainer of ``trainers`` (``train_nw`` for chapter 2, ``train_seq2seq`` for the translators,
+``train_classifier`` for chapter 7, ``train_language_model`` for chapter 11) is ``fit`` with a
+function that computes one batch's loss (``losses``). ``fit`` owns what they share: the budget (``max_steps`` steps
 and/or ``time_budget`` seconds of training, whichever ends first), the optimiser, the learning-rate
 schedule (linear warm-up over ``warmup`` steps, then linear decay to 0 at the end of the budget,
 or constant), gradient clipping at norm ``clip``, a progress bar, evaluations at a few points, a
@@ -10,15 +10,13 @@ check that the loss stays finite, and a ``History``.
 
 A step budget gives the same model on every machine; a time budget the best model a machine can
 train in that time. Time spent in evaluations does not count towards the budget.
-``evaluation_mode(model)`` is the ``with`` block in which evaluations and generation run.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -29,18 +27,6 @@ from .budgets import budget_name
 from .checks import check_positive_int
 
 SCHEDULES = ("linear", "constant")
-
-
-@contextmanager
-def evaluation_mode(model: nn.Module) -> Iterator[nn.Module]:
-    """Within the ``with`` block ``model`` is in evaluation mode (no dropout); afterwards it is back
-    in the mode it was in, also when the block raises."""
-    was_training = model.training
-    model.eval()
-    try:
-        yield model
-    finally:
-        model.train(was_training)
 _SUMMARY_LABELS = {"val_bleu": ("validation BLEU", ".1f"), "val_accuracy": ("validation accuracy", ".3f")}
 OPTIMIZERS = ("adam", "adamw", "sgd")
 

@@ -9,10 +9,15 @@ recurrent models (``train_seq2seq``, ``greedy_decode``, ``beam_search``).
 models since): ``X + sublayer(LN(X))``, plus one final layer norm after the stack; the residual
 path then carries the input untouched through every block.
 
-Incremental decoding: the decoder's state holds every block's projected self-attention keys and
-values for the tokens decoded so far (a key-value cache) and the cross-attention keys and values
-of the source, projected once in ``init_state``. Feeding one token then costs one query per block
-instead of re-running the whole prefix.
+Incremental decoding: the decoder's state is a ``KVCache`` (``attn_utils.kv_cache``), every block's
+projected self-attention keys and values for the tokens decoded so far and the cross-attention
+keys and values of the source, projected once in ``init_state``. Feeding one token then costs one
+query per block instead of re-running the whole prefix.
+
+``decode_with_cache`` runs a stack of decoder blocks (embeddings, blocks, final norm, output layer)
+on new tokens after a cache: the translator's decoder and the decoder-only language models
+(``attn_utils.language_models``) are the same stack, and ``init_transformer_weights`` their one
+initialisation.
 """
 
 from __future__ import annotations
@@ -23,10 +28,12 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from .causal_attention import causal_self_attention, check_position_scheme
+from .causal_attention import causal_self_attention, check_position_scheme, self_attention_context
 from .checks import check_tokens
+from .kv_cache import KVCache
 from .multihead import MultiHeadAttention
 from .positional import LearnedPositionalEncoding, NoPositionalEncoding, PositionalEncoding
+from .rotary import rotate
 from .seq2seq import Decoder, Encoder, EncoderDecoder, source_lengths
 
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}  # the Transformer's ReLU; GPT's and BERT's GELU
@@ -74,48 +81,67 @@ class AddNorm(nn.Module):
 
 
 class TransformerEncoderBlock(nn.Module):
-    """Self-attention then the FFN, each with its residual connection and layer norm (d2l's names)."""
+    """Self-attention then the FFN, each with its residual connection and layer norm (d2l's names).
+
+    ``forward(X, valid_lens=None, context=None)``: ``context`` is the encoder's non-causal
+    ``self_attention_context`` for ``position_scheme`` ``"rotary"`` or ``"alibi"`` (computed here when
+    not given); the added schemes need none."""
 
     def __init__(self, num_hiddens: int, ffn_num_hiddens: int, num_heads: int, dropout: float,
-                 use_bias: bool = False, *, norm_first: bool = False, activation: str = "relu"):
+                 use_bias: bool = False, *, norm_first: bool = False, activation: str = "relu",
+                 position_scheme: str = "sinusoidal"):
         super().__init__()
-        self.norm_first = norm_first
+        check_position_scheme(position_scheme)
+        self.norm_first, self.position_scheme = norm_first, position_scheme
         self.attention = MultiHeadAttention(num_hiddens, num_heads, dropout, use_bias)
         self.addnorm1 = AddNorm(num_hiddens, dropout)
         self.ffn = PositionWiseFFN(ffn_num_hiddens, num_hiddens, activation=activation)
         self.addnorm2 = AddNorm(num_hiddens, dropout)
 
-    def forward(self, X, valid_lens=None):
-        Y = self.addnorm1.residual(X, lambda Z: self.attention(Z, Z, Z, valid_lens), self.norm_first)
+    def _self_attention(self, X, valid_lens, context):
+        if self.position_scheme not in ("rotary", "alibi"):
+            return self.attention(X, X, X, valid_lens)
+        if context is None:
+            context = self_attention_context(X.shape[1], 0, 0, position_scheme=self.position_scheme, causal=False,
+                                             num_heads=self.attention.num_heads, head_dim=self.attention.head_dim,
+                                             device=X.device, dtype=X.dtype)
+        queries, (keys, values) = self.attention.project_q(X), self.attention.project_kv(X, X)
+        if context.rotary is not None:
+            queries, keys = rotate(queries, *context.rotary), rotate(keys, *context.rotary)
+        return self.attention.attend_heads(queries, keys, values, valid_lens, context.bias)
+
+    def forward(self, X, valid_lens=None, context=None):
+        Y = self.addnorm1.residual(X, lambda Z: self._self_attention(Z, valid_lens, context), self.norm_first)
         return self.addnorm2.residual(Y, self.ffn, self.norm_first)
 
 
 class TransformerDecoderBlock(nn.Module):
     """Masked self-attention, attention to the encoder's outputs, then the FFN (d2l's names).
 
-    ``forward(X, past_k, past_v, cross_k, cross_v, enc_valid_lens)`` reads ``X`` ``(batch, T,
-    num_hiddens)``, the tokens at positions ``P .. P + T - 1`` where P is the number of cached
-    positions in ``past_k``/``past_v`` ``(batch, heads, P, dh)``; each position attends to the
-    cached ones and to itself and those before it, never to later ones. Returns the block's output
-    and the cache extended by this call's keys and values.
+    ``forward(X, cache=None, block=0, *, context=None, cross=None, source_lens=None)`` reads ``X``
+    ``(batch, T, num_hiddens)`` and returns the block's output, the same shape. Each position attends
+    to itself and those before it, never to later ones: within X alone without a ``cache``; with one
+    (a ``KVCache`` extended for these T tokens), also to the block's cached positions, and the block
+    writes its keys and values into slot ``block`` (``causal_self_attention``). ``context`` is the
+    forward pass's ``self_attention_context`` (computed here when not given). ``cross`` is
+    ``(keys, values)``, the encoder's outputs projected by ``attention2.project_kv``, each ``(batch,
+    heads, S, dh)``, with ``source_lens`` ``(batch,)`` their valid lengths.
 
     ``cross_attention=False`` builds the block of a decoder-only model (GPT): masked self-attention
-    and the FFN only, with no ``attention2``/``addnorm2``; its ``forward`` then takes
-    ``cross_k=cross_v=None``. ``positions`` (``"rotary"`` or ``"alibi"`` act inside the
-    self-attention), ``window`` and ``num_kv_heads`` are the options of ``causal_self_attention``
-    and of ``MultiHeadAttention``; ``forward``'s ``offset`` is the position of X's first token
-    (default P, which a rolling cache no longer equals).
+    and the FFN only, with no ``attention2``/``addnorm2``; its ``forward`` then takes no ``cross``.
+    ``position_scheme`` (``"rotary"`` or ``"alibi"`` act inside the self-attention), ``window`` and
+    ``num_kv_heads`` are the options of ``causal_self_attention`` and of ``MultiHeadAttention``.
     """
 
     def __init__(self, num_hiddens: int, ffn_num_hiddens: int, num_heads: int, dropout: float,
                  use_bias: bool = False, *, norm_first: bool = False, cross_attention: bool = True,
-                 activation: str = "relu", positions: str = "sinusoidal", window: int | None = None,
+                 activation: str = "relu", position_scheme: str = "sinusoidal", window: int | None = None,
                  num_kv_heads: int | None = None):
         super().__init__()
-        check_position_scheme(positions, window)
+        check_position_scheme(position_scheme, window)
         self.norm_first = norm_first
         self.cross_attention = cross_attention
-        self.positions, self.window = positions, window
+        self.position_scheme, self.window = position_scheme, window
         self.attention1 = MultiHeadAttention(num_hiddens, num_heads, dropout, use_bias, num_kv_heads=num_kv_heads)
         self.addnorm1 = AddNorm(num_hiddens, dropout)
         if cross_attention:
@@ -124,25 +150,21 @@ class TransformerDecoderBlock(nn.Module):
         self.ffn = PositionWiseFFN(ffn_num_hiddens, num_hiddens, activation=activation)
         self.addnorm3 = AddNorm(num_hiddens, dropout)
 
-    def forward(self, X, past_k, past_v, cross_k=None, cross_v=None, enc_valid_lens=None, *, offset=None):
-        if self.cross_attention != (cross_k is not None and cross_v is not None):
-            expected = "tensors" if self.cross_attention else "None"
-            got = "None" if cross_k is None or cross_v is None else "tensors"
-            raise ValueError(f"this block was built with cross_attention={self.cross_attention}, so cross_k and "
-                             f"cross_v must be {expected}; got {got}")
-        cache = {}
-        offset = past_k.shape[2] if offset is None else offset
+    def forward(self, X, cache: KVCache | None = None, block: int = 0, *, context=None, cross=None,
+                source_lens=None):
+        if self.cross_attention != (cross is not None):
+            raise ValueError(f"this block was built with cross_attention={self.cross_attention}, so cross must be "
+                             f"{'(keys, values)' if self.cross_attention else 'None'}; got "
+                             f"{'None' if cross is None else type(cross).__name__}")
 
         def self_attention(Z):
-            output, cache["k"], cache["v"] = causal_self_attention(self.attention1, Z, past_k, past_v, offset,
-                                                                   self.positions, self.window)
-            return output
+            return causal_self_attention(self.attention1, Z, cache, block, context,
+                                         position_scheme=self.position_scheme, window=self.window)
 
         X = self.addnorm1.residual(X, self_attention, self.norm_first)
         if self.cross_attention:
-            X = self.addnorm2.residual(X, lambda Z: self.attention2.attend(Z, cross_k, cross_v, enc_valid_lens),
-                                       self.norm_first)
-        return self.addnorm3.residual(X, self.ffn, self.norm_first), cache["k"], cache["v"]
+            X = self.addnorm2.residual(X, lambda Z: self.attention2.attend(Z, *cross, source_lens), self.norm_first)
+        return self.addnorm3.residual(X, self.ffn, self.norm_first)
 
 
 class StackParts(NamedTuple):
@@ -162,17 +184,16 @@ def build_stack(block: type, vocab_size: int, num_hiddens: int, ffn_num_hiddens:
                 num_blks: int, dropout: float, use_bias: bool, norm_first: bool, max_len: int,
                 position_scheme: str, **block_kwargs) -> StackParts:
     """What the encoder, the decoder and the language models share: token embeddings, positions
-    (``position_scheme``, one of ``ADDED_POSITIONS``' keys), ``num_blks`` blocks (``blks.block0``, ...
-    as d2l names them; ``block_kwargs`` go to each block) and, for pre-norm, the final layer norm
-    (``nn.Identity`` for post-norm)."""
-    if position_scheme not in ADDED_POSITIONS:
-        raise ValueError(f"positions must be one of {tuple(ADDED_POSITIONS)}, got {position_scheme!r}")
+    (``position_scheme``, one of ``ADDED_POSITIONS``' keys, also handed to each block), ``num_blks``
+    blocks (``blks.block0``, ... as d2l names them; ``block_kwargs`` go to each block) and, for
+    pre-norm, the final layer norm (``nn.Identity`` for post-norm)."""
+    check_position_scheme(position_scheme)
     embedding = nn.Embedding(vocab_size, num_hiddens)
     pos_encoding = ADDED_POSITIONS[position_scheme](num_hiddens, dropout, max_len)
     blks = nn.Sequential()
     for i in range(num_blks):
         blks.add_module(f"block{i}", block(num_hiddens, ffn_num_hiddens, num_heads, dropout, use_bias,
-                                           norm_first=norm_first, **block_kwargs))
+                                           norm_first=norm_first, position_scheme=position_scheme, **block_kwargs))
     final_norm = nn.LayerNorm(num_hiddens) if norm_first else nn.Identity()
     return StackParts(embedding, pos_encoding, blks, final_norm)
 
@@ -185,21 +206,57 @@ def embed_tokens(stack: nn.Module, X: torch.Tensor, offset: int = 0) -> torch.Te
     return stack.pos_encoding(stack.embedding(X) * math.sqrt(stack.num_hiddens), offset)
 
 
+def init_transformer_weights(model: nn.Module, token_embeddings, num_hiddens: int, tied=None) -> None:
+    """The one initialisation of the course's Transformers: Xavier-uniform linear layers with zero biases,
+    and token embeddings N(0, 1/d), so that multiplied by sqrt(d) on the way in their entries have unit
+    size, like the positional encodings. ``tied`` is an output layer that shares an embedding's matrix
+    (it keeps the embedding's values). Layers are initialised in the order of ``model.modules()``."""
+    for module in model.modules():
+        if isinstance(module, nn.Linear) and module is not tied:
+            nn.init.xavier_uniform_(module.weight)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif any(module is embedding for embedding in token_embeddings):
+            nn.init.normal_(module.weight, std=num_hiddens ** -0.5)
+
+
+def decode_with_cache(stack: nn.Module, X: torch.Tensor, cache: KVCache):
+    """Run a decoder stack on ``X`` ``(batch, T)``, the tokens after those of ``cache``: returns ``(logits
+    (batch, T, vocab), the cache extended by X)`` (cut to the last ``window`` positions with a window).
+
+    ``stack`` holds ``build_stack``'s parts (decoder blocks), an output layer ``dense`` and the options
+    ``position_scheme``, ``window``, ``num_heads`` and ``num_hiddens``; a cache with ``cross_keys`` (a
+    translator's) feeds them to each block's cross-attention. What all blocks share (mask, ALiBi
+    bias, rotary angles) is computed once, here."""
+    T, heads = X.shape[1], stack.num_heads
+    H = embed_tokens(stack, X, cache.length)  # (batch, T, d), positions L .. L + T - 1
+    context = self_attention_context(T, cache.positions, cache.length, position_scheme=stack.position_scheme,
+                                     window=stack.window, num_heads=heads, head_dim=stack.num_hiddens // heads,
+                                     device=H.device, dtype=H.dtype)
+    new = cache.extended(T)
+    for i, blk in enumerate(stack.blks):
+        cross = None if new.cross_keys is None else (new.cross_keys[i], new.cross_values[i])
+        H = blk(H, new, i, context=context, cross=cross, source_lens=new.source_lens)
+    return stack.dense(stack.final_norm(H)), new.kept(stack.window)
+
+
 class TransformerEncoder(Encoder):
     """d2l's ``TransformerEncoder``: embeddings scaled by sqrt(d), positions added, ``num_blks`` blocks.
 
     ``forward(X, valid_lens=None)`` returns ``(batch, steps, num_hiddens)``; afterwards
     ``attention_weights`` lists each block's ``(batch, heads, steps, steps)`` self-attention weights.
+    ``position_scheme``: ``"sinusoidal"`` (the paper's), ``"learned"``, ``"rotary"`` or ``"alibi"``
+    (symmetric, as an encoder looks both ways).
     """
 
     def __init__(self, vocab_size: int, num_hiddens: int, ffn_num_hiddens: int, num_heads: int, num_blks: int,
                  dropout: float, use_bias: bool = False, *, norm_first: bool = False, max_len: int = 1000,
-                 learned_positions: bool = False, activation: str = "relu"):
+                 position_scheme: str = "sinusoidal", activation: str = "relu"):
         super().__init__()
-        self.num_hiddens = num_hiddens
+        self.num_hiddens, self.num_heads, self.position_scheme = num_hiddens, num_heads, position_scheme
         self.embedding, self.pos_encoding, self.blks, self.final_norm = build_stack(
             TransformerEncoderBlock, vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks, dropout, use_bias,
-            norm_first, max_len, "learned" if learned_positions else "sinusoidal", activation=activation)
+            norm_first, max_len, position_scheme, activation=activation)
 
     @property
     def attention_weights(self):
@@ -210,18 +267,25 @@ class TransformerEncoder(Encoder):
         if valid_lens is not None:
             source_lengths(valid_lens, X.shape[0], X.shape[1], X.device)  # checks the shape
         X = embed_tokens(self, X)  # (batch, steps, d)
+        context = None
+        if self.position_scheme in ("rotary", "alibi"):  # once for every block
+            context = self_attention_context(X.shape[1], 0, 0, position_scheme=self.position_scheme, causal=False,
+                                             num_heads=self.num_heads, head_dim=self.num_hiddens // self.num_heads,
+                                             device=X.device, dtype=X.dtype)
         for blk in self.blks:
-            X = blk(X, valid_lens)
+            X = blk(X, valid_lens, context)
         return self.final_norm(X)
 
 
 class TransformerDecoder(Decoder):
     """The Transformer decoder with a key-value cache (see the module docstring).
 
-    State: ``(enc_valid_lens, self_k, self_v, cross_k, cross_v)`` with ``self_k``/``self_v``
-    ``(num_blks, batch, heads, P, dh)`` for the P tokens decoded so far and ``cross_k``/``cross_v``
-    ``(num_blks, batch, heads, S, dh)``. ``forward(X, state)`` reads the next ``T`` target tokens
-    (all of them in training, one at a time when generating).
+    State: a ``KVCache`` whose ``keys``/``values`` ``(num_blks, batch, kv_heads, P, dh)`` hold the P
+    tokens decoded so far and whose ``cross_keys``/``cross_values`` ``(num_blks, batch, heads, S, dh)``
+    and ``source_lens`` the source's. ``forward(X, state)`` reads the next ``T`` target tokens (all of
+    them in training, one at a time when generating) and returns ``(logits, the extended state)``.
+    ``position_scheme``, ``window`` and ``num_kv_heads`` are the options of the decoder-only language
+    model (``CausalLanguageModel``).
 
     After a forward pass: ``self_attention_weights`` and ``cross_attention_weights`` list each
     block's ``(batch, heads, T, keys)`` weights; ``attention_weights`` (the course's decoder
@@ -229,17 +293,19 @@ class TransformerDecoder(Decoder):
     averaged over heads, ``(batch, T, S)``.
     """
 
-    state_batch_dims = (0, 1, 1, 1, 1)
     has_attention = True
 
     def __init__(self, vocab_size: int, num_hiddens: int, ffn_num_hiddens: int, num_heads: int, num_blks: int,
                  dropout: float, use_bias: bool = False, *, norm_first: bool = False, max_len: int = 1000,
-                 learned_positions: bool = False, tie_embeddings: bool = False):
+                 position_scheme: str = "sinusoidal", tie_embeddings: bool = False, window: int | None = None,
+                 num_kv_heads: int | None = None):
         super().__init__()
         self.num_heads, self.num_hiddens = num_heads, num_hiddens
+        self.num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        self.position_scheme, self.window = position_scheme, window
         self.embedding, self.pos_encoding, self.blks, self.final_norm = build_stack(
             TransformerDecoderBlock, vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks, dropout, use_bias,
-            norm_first, max_len, "learned" if learned_positions else "sinusoidal")
+            norm_first, max_len, position_scheme, window=window, num_kv_heads=num_kv_heads)
         self.dense = nn.Linear(num_hiddens, vocab_size)
         if tie_embeddings:
             self.dense.weight = self.embedding.weight  # one matrix for reading and writing tokens
@@ -263,7 +329,7 @@ class TransformerDecoder(Decoder):
         if value is not None:
             raise AttributeError("TransformerDecoder.attention_weights is computed from its blocks")
 
-    def init_state(self, enc_outputs, enc_valid_lens=None, *args):
+    def init_state(self, enc_outputs, enc_valid_lens=None, *args) -> KVCache:
         if not isinstance(enc_outputs, torch.Tensor) or enc_outputs.dim() != 3 \
                 or enc_outputs.shape[-1] != self.num_hiddens:
             got = tuple(enc_outputs.shape) if isinstance(enc_outputs, torch.Tensor) else type(enc_outputs).__name__
@@ -274,77 +340,50 @@ class TransformerDecoder(Decoder):
         cross = [blk.attention2.project_kv(enc_outputs, enc_outputs) for blk in self.blks]
         cross_k = torch.stack([k for k, _ in cross])  # (num_blks, batch, heads, S, dh)
         cross_v = torch.stack([v for _, v in cross])
-        dh = self.num_hiddens // self.num_heads
-        empty = enc_outputs.new_zeros(len(self.blks), batch, self.num_heads, 0, dh)  # nothing decoded yet
-        return enc_valid_lens, empty, empty, cross_k, cross_v
+        return KVCache.empty(len(self.blks), batch, self.num_kv_heads, self.num_hiddens // self.num_heads,
+                             enc_outputs.device, enc_outputs.dtype, cross_keys=cross_k, cross_values=cross_v,
+                             source_lens=enc_valid_lens)  # nothing decoded yet
 
-    def forward(self, X, state):
+    def reorder_state(self, state: KVCache, index: torch.Tensor) -> KVCache:
+        return state.reorder(index)
+
+    def forward(self, X, state: KVCache):
         check_tokens(X, "the decoder's input X")
-        enc_valid_lens, self_k, self_v, cross_k, cross_v = state
-        if X.shape[0] != cross_k.shape[1]:
-            raise ValueError(f"X has {X.shape[0]} rows but the state was made for a batch of {cross_k.shape[1]}")
-        offset = self_k.shape[3]  # tokens already decoded
-        X = embed_tokens(self, X, offset)  # (batch, T, d)
-        new_k, new_v = [], []
-        for i, blk in enumerate(self.blks):
-            X, k, v = blk(X, self_k[i], self_v[i], cross_k[i], cross_v[i], enc_valid_lens)
-            new_k.append(k)
-            new_v.append(v)
-        logits = self.dense(self.final_norm(X))  # (batch, T, vocab)
-        return logits, (enc_valid_lens, torch.stack(new_k), torch.stack(new_v), cross_k, cross_v)
+        if not isinstance(state, KVCache) or state.cross_keys is None:
+            raise ValueError(f"state must be the KVCache of init_state, got {type(state).__name__}")
+        if X.shape[0] != state.cross_keys.shape[1]:
+            raise ValueError(f"X has {X.shape[0]} rows but the state was made for a batch of "
+                             f"{state.cross_keys.shape[1]}")
+        return decode_with_cache(self, X, state)
 
 
 def make_transformer(src_vocab_size: int, tgt_vocab_size: int, num_hiddens: int = 256, ffn_num_hiddens: int = 1024,
                      num_heads: int = 4, num_blks: int = 2, dropout: float = 0.0, norm_first: bool = True,
-                     tie_embeddings: bool = True, learned_positions: bool = False, max_len: int = 256,
-                     use_bias: bool = False) -> EncoderDecoder:
+                     tie_embeddings: bool = True, position_scheme: str = "sinusoidal", max_len: int = 256,
+                     use_bias: bool = False, window: int | None = None,
+                     num_kv_heads: int | None = None) -> EncoderDecoder:
     """A Transformer translator, with its config recorded for checkpoints.
 
-    Embeddings start at N(0, 1/d) so that, multiplied by sqrt(d), the tokens enter with unit-size
-    entries like the positional encodings; with ``tie_embeddings`` the output layer reuses the
-    target embedding (Press and Wolf, 2017). Linear layers use Xavier-uniform initialisation.
+    ``init_transformer_weights`` initialises it; with ``tie_embeddings`` the output layer reuses the
+    target embedding (Press and Wolf, 2017). ``position_scheme`` applies to both sides (rotary and
+    ALiBi inside each self-attention); ``window`` (sliding-window attention) and ``num_kv_heads``
+    (grouped-query attention) to the decoder's self-attention.
     """
     config = dict(kind="transformer", src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
                   num_hiddens=num_hiddens, ffn_num_hiddens=ffn_num_hiddens, num_heads=num_heads, num_blks=num_blks,
                   dropout=dropout, norm_first=norm_first, tie_embeddings=tie_embeddings,
-                  learned_positions=learned_positions, max_len=max_len, use_bias=use_bias)
-    shared = dict(norm_first=norm_first, max_len=max_len, learned_positions=learned_positions)
+                  position_scheme=position_scheme, max_len=max_len, use_bias=use_bias, window=window,
+                  num_kv_heads=num_kv_heads)
+    shared = dict(norm_first=norm_first, max_len=max_len, position_scheme=position_scheme)
     encoder = TransformerEncoder(src_vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks, dropout,
                                  use_bias, **shared)
     decoder = TransformerDecoder(tgt_vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks, dropout,
-                                 use_bias, tie_embeddings=tie_embeddings, **shared)
+                                 use_bias, tie_embeddings=tie_embeddings, window=window, num_kv_heads=num_kv_heads,
+                                 **shared)
     model = EncoderDecoder(encoder, decoder, config)
-    token_embeddings = (encoder.embedding, decoder.embedding)  # not the learned positions, if any
-    for module in model.modules():
-        if isinstance(module, nn.Linear) and not (tie_embeddings and module is decoder.dense):
-            nn.init.xavier_uniform_(module.weight)
-            if module.bias is not None:
-                nn.init.zeros_(module.bias)
-        elif any(module is embedding for embedding in token_embeddings):
-            nn.init.normal_(module.weight, std=num_hiddens ** -0.5)
+    init_transformer_weights(model, (encoder.embedding, decoder.embedding), num_hiddens,
+                             tied=decoder.dense if tie_embeddings else None)
     return model
-
-
-@torch.no_grad()
-def greedy_decode_uncached(model, src, src_valid_len, bos: int, eos: int, max_len: int) -> list[list[int]]:
-    """Greedy decoding that re-runs the decoder on the whole prefix at every step (no key-value
-    cache), for comparison with ``greedy_decode``, which feeds one token at a time."""
-    model.eval()
-    args = () if src_valid_len is None else (src_valid_len,)
-    state = model.decoder.init_state(model.encoder(src, *args), *args)
-    prefix = torch.full((src.shape[0], 1), bos, dtype=torch.long, device=src.device)
-    done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
-    for _ in range(max_len):
-        logits, _ = model.decoder(prefix, state)  # the fresh state every time: (batch, steps, vocab)
-        token = logits[:, -1].argmax(dim=-1)
-        prefix = torch.cat([prefix, token.unsqueeze(1)], dim=1)
-        done = done | (token == eos)
-        if bool(done.all()):
-            break
-    out = []
-    for row in prefix[:, 1:].tolist():
-        out.append(row[:row.index(eos)] if eos in row else row)
-    return out
 
 
 @torch.no_grad()

@@ -37,7 +37,7 @@ def decoders(vocab: int, hiddens: int, heads: int, blocks: int, window: int, dev
     for name, options in [("8 kv heads (MHA)", dict(num_kv_heads=heads)), ("2 kv heads (GQA)", dict(num_kv_heads=2)),
                           ("1 kv head (MQA)", dict(num_kv_heads=1)), (f"window {window}", dict(window=window))]:
         torch.manual_seed(0)
-        built[name] = CausalLanguageModel(vocab, hiddens, 4 * hiddens, heads, blocks, positions="rotary",
+        built[name] = CausalLanguageModel(vocab, hiddens, 4 * hiddens, heads, blocks, position_scheme="rotary",
                                           **options).to(device).eval()
     return built
 

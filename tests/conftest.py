@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import matplotlib
 import pytest
 import torch
+
+# Without CUDA the Triton kernels (attn_utils.triton_attention) run through Triton's interpreter, which
+# Triton takes up only if the variable is set before it is first imported: here, before any test module.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 matplotlib.use("Agg")
 from matplotlib import pyplot as plt

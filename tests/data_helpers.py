@@ -3,8 +3,8 @@ canvas regions of the digit canvases."""
 
 from __future__ import annotations
 
+from attn_utils.canvas import REGION
 from attn_utils.data import generate_grammar
-from attn_utils.data.digits import REGION
 
 # Lines the parser must skip and count: no tab, empty English, empty French, four fields.
 MALFORMED_LINES = ["no tab on this line", "\tPersonne.", "Nobody.\t", "a\tb\tc\td"]

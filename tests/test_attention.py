@@ -25,6 +25,14 @@ from attn_utils import (
     fused_dot_product_attention,
     masked_softmax,
 )
+from attn_utils.attention import (
+    SCORES,
+    ScoredAttention,
+    SquaredDistanceAttention,
+    UniformAttention,
+    attend,
+    score_layer,
+)
 from attn_utils.checks import strict_checks
 from attn_utils.tolerance import assert_close
 
@@ -40,8 +48,14 @@ FACTORIES = {
     "additive_bias": lambda: AdditiveAttention(5, 0.0, bias=True),
     "concat_bias": lambda: ConcatAttention(5, bias=True),
     "distance": lambda: DistanceAttention(),
+    "neg_sq_dist": lambda: SquaredDistanceAttention(),
+    "uniform": lambda: UniformAttention(),
+    # built at once from their sizes (as the decoders of chapters 5 and 6 build them), not at the first call
+    "additive_sized": lambda: AdditiveAttention(5, 0.0, query_size=3, key_size=4),
+    "general_sized": lambda: GeneralAttention(query_size=3, key_size=4),
+    "concat_sized": lambda: ConcatAttention(5, query_size=3, key_size=4),
 }
-SAME_SIZE = {"dot", "dot_explicit", "cosine"}
+SAME_SIZE = {"dot", "dot_explicit", "cosine", "neg_sq_dist"}
 
 
 def sizes(name):
@@ -79,8 +93,13 @@ def pair_score(name, layer):
     def mv(W, x):
         return [dot(row, x) for row in W]
 
+    name = name.removesuffix("_sized")  # built from its sizes: the same formula
     if name in ("dot", "dot_explicit"):
         return lambda q, k, j: dot(q, k) / math.sqrt(len(q))
+    if name == "neg_sq_dist":
+        return lambda q, k, j: -sum((a - c) ** 2 for a, c in zip(q, k))
+    if name == "uniform":
+        return lambda q, k, j: 0.0
     if name == "additive":
         W_q, W_k, w_v = _rows(layer.W_q.weight), _rows(layer.W_k.weight), _rows(layer.w_v.weight)[0]
         return lambda q, k, j: dot(w_v, [math.tanh(a + b) for a, b in zip(mv(W_q, q), mv(W_k, k))])
@@ -219,7 +238,9 @@ def test_additive_state_dict_moves_from_d2l_to_ours(d2l, lengths):
     used.load_state_dict(theirs.state_dict())
     torch.testing.assert_close(used(q, k, v, lengths), expected)
     torch.testing.assert_close(used.attention_weights, theirs.attention_weights)
-    assert list(used.state_dict()) == list(theirs.state_dict()) == ["W_k.weight", "W_q.weight", "w_v.weight"]
+    # d2l's keys; ours in the order the score uses (and the lazy layers draw) them, d2l's with W_k first
+    assert sorted(used.state_dict()) == sorted(theirs.state_dict()) == ["W_k.weight", "W_q.weight", "w_v.weight"]
+    assert list(used.state_dict()) == ["W_q.weight", "W_k.weight", "w_v.weight"]
     for name, p in used.named_parameters():
         assert p.shape == dict(theirs.named_parameters())[name].shape
 
@@ -785,3 +806,96 @@ def test_distance_attention_takes_a_general_layers_matrix():
     W = general.W_a.detach()
     expected = -((q[:, :, None, :] - (k @ W.T)[:, None, :, :]) ** 2).sum(-1)  # (batch, Q, K)
     torch.testing.assert_close(distance.attention_weights, torch.softmax(expected, dim=-1))
+
+
+# --- attend: the one weighted average, and the registry of scores -----------------------------------
+
+def test_attend_by_hand():
+    # one query, three keys: scores (0, log 2, 5) with the third key masked -> weights (1/3, 2/3, 0)
+    scores = torch.tensor([[[0.0, math.log(2.0), 5.0]]], dtype=torch.float64)
+    values = torch.tensor([[[3.0, 0.0], [0.0, 6.0], [100.0, 100.0]]], dtype=torch.float64)
+    output, weights = attend(scores, values, torch.tensor([2]))
+    torch.testing.assert_close(weights, torch.tensor([[[1 / 3, 2 / 3, 0.0]]], dtype=torch.float64))
+    torch.testing.assert_close(output, torch.tensor([[[1.0, 4.0]]], dtype=torch.float64))  # (3 * 1/3, 6 * 2/3)
+    # a bias is added before the softmax: + (log 2, 0, 0) gives equal weights (1/2, 1/2)
+    bias = torch.tensor([math.log(2.0), 0.0, 0.0], dtype=torch.float64)
+    output, weights = attend(scores, values, torch.tensor([2]), bias=bias)
+    torch.testing.assert_close(output, torch.tensor([[[1.5, 3.0]]], dtype=torch.float64))
+    # no visible key: zero weights and a zero output, never NaN
+    output, weights = attend(scores, values, torch.tensor([0]))
+    assert torch.equal(weights, torch.zeros_like(weights)) and torch.equal(output, torch.zeros_like(output))
+
+
+def test_attend_drops_out_the_weights_it_averages_with_but_returns_them_whole():
+    scores, values = torch.zeros(1, 1, 2), torch.tensor([[[2.0], [4.0]]])
+    output, weights = attend(scores, values, dropout=lambda w: w * torch.tensor([2.0, 0.0]))  # a dropout mask
+    torch.testing.assert_close(weights, torch.tensor([[[0.5, 0.5]]]))  # before dropout, as d2l keeps them
+    torch.testing.assert_close(output, torch.tensor([[[2.0]]]))  # 2 * 0.5 * 2 + 0 * 0.5 * 4
+
+
+def test_attend_follows_the_nan_rule():
+    scores = torch.zeros(1, 2, 3)
+    values = torch.tensor([[[1.0, 2.0], [3.0, float("inf")], [float("nan"), float("nan")]]])
+    output, _ = attend(scores, values, torch.tensor([[2, 1]]))  # query 0 sees keys 0, 1; query 1 key 0
+    torch.testing.assert_close(output[0, 1], torch.tensor([1.0, 2.0]))  # masked NaN and inf change nothing
+    assert output[0, 0, 0] == 2.0 and torch.isnan(output[0, 0, 1])  # a visible inf: NaN in that feature
+
+
+def test_attend_refuses_values_that_do_not_pair_with_the_keys():
+    with pytest.raises(ValueError, match=r"one value per key: scores \(1, 2, 3\) score 3 keys, values \(1, 4, 2\)"):
+        attend(torch.zeros(1, 2, 3), torch.zeros(1, 4, 2))
+    with pytest.raises(ValueError, match=r"values of shape \(\.\.\., keys, features\), got \(3,\)"):
+        attend(torch.zeros(1, 2, 3), torch.zeros(3))
+
+
+@pytest.mark.parametrize("name", ["additive", "additive_bias", "general", "concat", "concat_bias"])
+def test_a_layer_built_from_its_sizes_equals_a_lazy_one_from_the_same_seed(name):
+    """Built at once, the maps draw their initial weights in the order the lazy layer draws them at its first
+    call (W_q, W_k, w_v; W_a, v_a), so the same seed gives the same layer."""
+    bias = {"bias": True} if name.endswith("_bias") else {}
+    kind = name.removesuffix("_bias")
+    make = {"additive": lambda **o: AdditiveAttention(5, 0.0, **bias, **o),
+            "general": lambda **o: GeneralAttention(**o), "concat": lambda **o: ConcatAttention(5, **bias, **o)}[kind]
+    q, k, v = inputs(name)
+    torch.manual_seed(0)
+    lazy = make()
+    expected = lazy(q.float(), k.float(), v.float())
+    torch.manual_seed(0)
+    sized = make(query_size=q.shape[-1], key_size=k.shape[-1])
+    assert list(sized.state_dict()) == list(lazy.state_dict())
+    for key, value in lazy.state_dict().items():
+        assert torch.equal(sized.state_dict()[key], value), key
+    assert torch.equal(sized(q.float(), k.float(), v.float()), expected)
+    with pytest.raises(ValueError, match="give both query_size and key_size"):
+        make(query_size=3)
+
+
+def test_general_attention_scales_and_initialises_as_told():
+    torch.manual_seed(0)
+    layer = GeneralAttention(query_size=4, key_size=4, scale=0.5, init=lambda W: torch.nn.init.eye_(W))
+    assert torch.equal(layer.W_a.detach(), torch.eye(4))
+    q, k = torch.randn(2, 3, 4), torch.randn(2, 5, 4)
+    torch.testing.assert_close(layer.score(q, k), 0.5 * q @ k.transpose(1, 2))
+
+
+def test_the_score_registry_builds_every_layer_by_name():
+    assert set(SCORES) == {"dot", "additive", "general", "concat", "distance", "neg_sq_dist", "cosine", "location",
+                           "uniform"}
+    options = {"additive": {"num_hiddens": 4}, "concat": {"num_hiddens": 4}, "location": {"max_keys": 5}}
+    q, k, v = torch.randn(2, 3, 4), torch.randn(2, 5, 4), torch.randn(2, 5, 2)
+    for name, cls in SCORES.items():
+        layer = score_layer(name, **options.get(name, {}))
+        assert type(layer) is cls and isinstance(layer, ScoredAttention) and layer.dropout.p == 0.0
+        assert layer(q, k, v, torch.tensor([5, 2])).shape == (2, 3, 2)
+    assert score_layer("dot", scale=1.0).scale == 1.0
+    with pytest.raises(ValueError, match=r"score must be one of \('dot', 'uniform'\), got 'general'"):
+        score_layer("general", ("dot", "uniform"))
+    with pytest.raises(ValueError, match="score must be one of"):
+        score_layer("bilinear")
+
+
+def test_uniform_attention_is_the_mean_of_the_visible_values():
+    q, k, v = torch.randn(2, 3, 4), torch.randn(2, 5, 6), torch.randn(2, 5, 2)
+    output = UniformAttention()(q, k, v, torch.tensor([5, 2]))
+    torch.testing.assert_close(output[0], v[0].mean(0).expand(3, 2))
+    torch.testing.assert_close(output[1], v[1, :2].mean(0).expand(3, 2))

@@ -8,18 +8,28 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from torch import nn
 
 from attn_utils import corpus_bleu
+from attn_utils.attention import (
+    SCORES,
+    AdditiveAttention,
+    ConcatAttention,
+    DotProductAttention,
+    GeneralAttention,
+    UniformAttention,
+)
 from attn_utils.bahdanau import BahdanauDecoder, make_bahdanau
 from attn_utils.compare import compare_translators, format_table, train_and_score
 from attn_utils.data import load_translation_data
 from attn_utils.decoding import beam_search, greedy_decode
 from attn_utils.evaluate import alignment_error, evaluate_bleu, forced_attention
+from attn_utils.losses import sequence_loss
 from attn_utils.luong import LuongDecoder, local_attention_weights, local_window, make_luong
 from attn_utils.registry import TRANSLATORS, build_model, build_translator
-from attn_utils.seq2seq import Seq2SeqEncoder, make_seq2seq
+from attn_utils.seq2seq import Seq2SeqEncoder, init_seq2seq, make_seq2seq
 from attn_utils.tolerance import assert_close
-from attn_utils.train import sequence_loss, train_seq2seq
+from attn_utils.trainers import train_seq2seq
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -99,8 +109,8 @@ def test_bahdanau_decoder_follows_the_paper(maxout):
             backward_first = h[0, H:]
             s = torch.tanh(dec.W_s.weight @ backward_first + dec.W_s.bias)
             for i, y_prev in enumerate(DEC_IN[b].tolist()):
-                e = torch.stack([dec.v_a.weight[0] @ torch.tanh(dec.W_a.weight @ s + dec.U_a.weight @ h[j])
-                                 for j in range(n)])
+                W_a, U_a, v_a = dec.attention.W_q.weight, dec.attention.W_k.weight, dec.attention.w_v.weight[0]
+                e = torch.stack([v_a @ torch.tanh(W_a @ s + U_a @ h[j]) for j in range(n)])
                 alpha = torch.exp(e) / torch.exp(e).sum()
                 c = (alpha[:, None] * h).sum(0)
                 emb = dec.embedding.weight[y_prev]
@@ -118,8 +128,9 @@ def _luong_score(dec, h_t, hs):
     if dec.score_name == "dot":
         return torch.stack([h_t @ h_s for h_s in hs])
     if dec.score_name == "general":
-        return torch.stack([h_t @ dec.W_a @ h_s for h_s in hs])
-    return torch.stack([dec.v_a.weight[0] @ torch.tanh(dec.W_a.weight @ torch.cat([h_t, h_s])) for h_s in hs])
+        return torch.stack([h_t @ dec.attention.W_a @ h_s for h_s in hs])
+    W_a, v_a = dec.attention.W_a.weight, dec.attention.v_a.weight[0]
+    return torch.stack([v_a @ torch.tanh(W_a @ torch.cat([h_t, h_s])) for h_s in hs])
 
 
 @pytest.mark.parametrize("local", [None, "monotonic", "predictive"])
@@ -169,6 +180,89 @@ class _cell:
     def __init__(self, rnn, k):
         self.weight_ih, self.weight_hh = getattr(rnn, f"weight_ih_l{k}"), getattr(rnn, f"weight_hh_l{k}")
         self.bias_ih, self.bias_hh = getattr(rnn, f"bias_ih_l{k}"), getattr(rnn, f"bias_hh_l{k}")
+
+
+# ----------------------------------------------------------------------------------------------
+# The decoders hold chapter 3's layers
+# ----------------------------------------------------------------------------------------------
+
+def test_bahdanau_decoder_attends_with_the_additive_layer_it_holds(d2l):
+    """``attend(queries, keys, values, lens)`` is chapter 3's ``AdditiveAttention`` called directly, and d2l's
+    with the same weights (its state dict loads by d2l's names)."""
+    dec = _model("bahdanau-no-maxout").decoder  # attention_hiddens 7
+    assert type(dec.attention) is AdditiveAttention
+    g = torch.Generator().manual_seed(0)
+    s, annotations = torch.randn(3, H, generator=g), torch.randn(3, 5, 2 * H, generator=g)
+    with torch.no_grad():
+        context, weights = dec.attend(s, dec.attention.project_keys(annotations), annotations, SRC_LEN)
+        assert context.shape == (3, 2 * H) and weights.shape == (3, 5)
+        expected = dec.attention(s[:, None], annotations, annotations, SRC_LEN)  # (batch, 1, 2H)
+        assert_close(context, expected[:, 0])
+        assert_close(weights, dec.attention.attention_weights[:, 0])
+        theirs = d2l.AdditiveAttention(7, 0.0).eval()
+        theirs.load_state_dict(dec.attention.state_dict())
+        assert_close(context, theirs(s[:, None], annotations, annotations, SRC_LEN)[:, 0])
+
+
+LAYERS = {"dot": DotProductAttention, "general": GeneralAttention, "concat": ConcatAttention,
+          "uniform": UniformAttention}
+
+
+@pytest.mark.parametrize("scaled", [False, True])
+@pytest.mark.parametrize("local", [None, "monotonic"])
+@pytest.mark.parametrize("score", list(LAYERS))
+def test_luong_decoder_attends_with_the_chapter_3_layer_it_holds(score, local, scaled):
+    """Global and local-m attention are the decoder's layer called directly (local-m with the window as its
+    mask), and the attentional state is ``tanh(W_c [c_t; h_t])``."""
+    torch.manual_seed(0)
+    dec = make_luong(V_SRC, V_TGT, E, H, 1, score=score, local=local, window=1, scaled=scaled).decoder.eval()
+    assert type(dec.attention) is LAYERS[score] and score in SCORES
+    g = torch.Generator().manual_seed(1)
+    h_t, enc = torch.randn(3, 4, H, generator=g), torch.randn(3, 5, H, generator=g)
+    with torch.no_grad():
+        attentional, weights, centres = dec.attend(h_t, enc, SRC_LEN, 0)
+        mask = SRC_LEN if local is None else local_window(centres, SRC_LEN, 5, 1)[0]
+        context = dec.attention(h_t, enc, enc, mask)
+        assert_close(weights, dec.attention.attention_weights)
+        assert_close(attentional, torch.tanh(dec.W_c(torch.cat([context, h_t], dim=-1))))
+    if score == "uniform" and local is None:  # equal weights: the mean of each sentence's encoder states
+        assert_close(weights, (torch.arange(5) < SRC_LEN[:, None]).float()[:, None].expand(3, 4, 5)
+                     / SRC_LEN[:, None, None])
+
+
+def test_the_decoders_draw_their_initial_weights_as_before_they_held_chapter_3s_layers():
+    """Each layer stands where the paper's matrices stood, built in the same order, so a seed gives the same
+    weights as the original layout of plain modules, rebuilt here (the stored notebooks train from them)."""
+    h, a = H, 7
+    torch.manual_seed(0)
+    dec = BahdanauDecoder(V_TGT, E, h, attention_hiddens=a)
+    torch.manual_seed(0)
+    by_hand = nn.ModuleList([nn.Embedding(V_TGT, E), nn.Linear(h, h), nn.Linear(h, a, bias=False),  # E, W_s, W_a
+                             nn.Linear(2 * h, a, bias=False), nn.Linear(a, 1, bias=False),  # U_a, v_a
+                             nn.GRUCell(E + 2 * h, h), nn.Linear(h, 2 * h), nn.Linear(E, 2 * h, bias=False),
+                             nn.Linear(2 * h, 2 * h, bias=False), nn.Linear(h, V_TGT)])  # rnn, U_o, V_o, C_o, W_o
+    by_hand.apply(init_seq2seq)
+    ours = list(dec.parameters())
+    assert len(ours) == len(list(by_hand.parameters()))
+    assert all(torch.equal(p, q) for p, q in zip(ours, by_hand.parameters()))
+    for score, local in [("dot", None), ("general", None), ("concat", "predictive"), ("uniform", "monotonic")]:
+        torch.manual_seed(0)
+        dec = LuongDecoder(V_TGT, E, h, 2, score=score, local=local)
+        torch.manual_seed(0)
+        first = nn.ModuleList([nn.Embedding(V_TGT, E), nn.GRU(E + h, h, 2)])
+        W_a = torch.empty(h, h) if score == "general" else None
+        if W_a is not None:
+            nn.init.xavier_uniform_(W_a)
+        rest = [nn.Linear(2 * h, h, bias=False), nn.Linear(h, 1, bias=False)] if score == "concat" else []
+        if local == "predictive":
+            rest += [nn.Linear(h, h, bias=False), nn.Linear(h, 1, bias=False)]  # W_p, v_p
+        rest = nn.ModuleList(rest + [nn.Linear(2 * h, h, bias=False), nn.Linear(h, V_TGT)])  # W_c, W_s
+        first.apply(init_seq2seq)
+        rest.apply(init_seq2seq)
+        expected = [*first.parameters(), *([] if W_a is None else [W_a]), *rest.parameters()]
+        ours = list(dec.parameters())
+        assert len(ours) == len(expected), score
+        assert all(torch.equal(p, q) for p, q in zip(ours, expected)), score
 
 
 # ----------------------------------------------------------------------------------------------
@@ -484,10 +578,10 @@ def test_scaled_luong_scores_are_divided_by_sqrt_h_except_concat(score):
     scaled.load_state_dict(plain.state_dict())  # the same parameters: scaling adds none
     assert scaled.config["scaled"] is True and build_model(scaled.config).decoder.scaled is True
     queries, keys = torch.randn(2, 3, H), torch.randn(2, 5, H)
-    expected = plain.decoder.score(queries, keys) / (H ** 0.5 if score != "concat" else 1.0)
-    torch.testing.assert_close(scaled.decoder.score(queries, keys), expected)
+    expected = plain.decoder.attention.score(queries, keys) / (H ** 0.5 if score != "concat" else 1.0)
+    torch.testing.assert_close(scaled.decoder.attention.score(queries, keys), expected)
     if score == "dot":
-        torch.testing.assert_close(plain.decoder.score(queries, keys), queries @ keys.transpose(1, 2))
+        torch.testing.assert_close(plain.decoder.attention.score(queries, keys), queries @ keys.transpose(1, 2))
 
 
 def test_every_translator_has_a_book_recipe_and_a_scored_run(grammar):

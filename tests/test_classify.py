@@ -1,4 +1,4 @@
-"""The shared classifier loop and measurements of chapter 7 (attn_utils.classify, show_text_weights)."""
+"""The shared classifier trainers and measurements of chapter 7 (trainers, evaluate, metrics, show_text_weights)."""
 
 from __future__ import annotations
 
@@ -10,19 +10,11 @@ from torch import nn
 
 matplotlib.use("Agg")
 
-from attn_utils.classify import (
-    SeedRuns,
-    accuracy,
-    evidence_hit_rate,
-    plot_seed_curves,
-    predict,
-    steps_to_reach,
-    train_classifier,
-    train_seeds,
-)
 from attn_utils.device import set_seed
-from attn_utils.measure import Spread, spread
-from attn_utils.plot import show_text_weights
+from attn_utils.evaluate import accuracy, predict
+from attn_utils.metrics import Spread, evidence_hit_rate, spread, steps_to_reach
+from attn_utils.plot import plot_seed_curves, show_text_weights
+from attn_utils.trainers import SeedRuns, train_classifier, train_seeds
 from attn_utils.training_loop import History
 
 

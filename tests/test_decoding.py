@@ -8,15 +8,8 @@ import pytest
 import torch
 
 from attn_utils.decoding import beam_search, decode, greedy_decode
-from attn_utils.evaluate import (
-    bleu_by_length,
-    bleu_report,
-    evaluate_bleu,
-    group_references,
-    translate,
-    translate_split,
-)
-from attn_utils.metrics import bootstrap_bleu, corpus_bleu
+from attn_utils.evaluate import bleu_report, evaluate_bleu, translate, translate_split
+from attn_utils.metrics import bleu_by_length, bootstrap_bleu, corpus_bleu, group_references
 from attn_utils.seq2seq import Decoder, Encoder, EncoderDecoder, make_seq2seq
 
 PAD, BOS, EOS, UNK, A, B = range(6)

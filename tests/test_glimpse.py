@@ -14,8 +14,8 @@ matplotlib.use("Agg")
 
 from data_helpers import canvas_region
 
-from attn_utils.classify import accuracy, train_classifier
 from attn_utils.data.digits import make_digit_canvases
+from attn_utils.evaluate import accuracy
 from attn_utils.glimpse import (
     GlimpseClassifier,
     count_flops,
@@ -26,6 +26,7 @@ from attn_utils.glimpse import (
     soft_context,
 )
 from attn_utils.tolerance import assert_close
+from attn_utils.trainers import train_classifier
 
 # ---- model ----------------------------------------------------------------------------------------
 
@@ -50,14 +51,19 @@ def test_shapes_and_weights_sum_to_one(mode):
 
 def test_soft_context_equals_the_explicit_sum():
     torch.manual_seed(0)
-    features, weights = torch.randn(2, 4, 3), torch.softmax(torch.randn(2, 4), -1)
+    features, scores = torch.randn(2, 4, 3), torch.randn(2, 4)
+    weights = torch.softmax(scores, -1)
     explicit = torch.zeros(2, 3)
     for b in range(2):
         for i in range(4):
             explicit[b] += weights[b, i] * features[b, i]
-    torch.testing.assert_close(soft_context(features, weights), explicit)
-    with pytest.raises(ValueError, match=r"expected features \(batch, L, d\) and weights \(batch, L\)"):
-        soft_context(features, weights[:, :3])
+    z, alpha = soft_context(features, scores)
+    torch.testing.assert_close(z, explicit)
+    torch.testing.assert_close(alpha, weights)
+    z, alpha = soft_context(features, torch.zeros(2, 4))  # equal scores: the mean of the features
+    torch.testing.assert_close(z, features.mean(1))
+    with pytest.raises(ValueError, match=r"expected features \(batch, L, d\) and scores \(batch, L\)"):
+        soft_context(features, scores[:, :3])
 
 
 def test_soft_and_hard_forward_against_a_hand_written_reference():
@@ -209,6 +215,9 @@ def test_flops_by_hand():
     parts = count_flops(GlimpseClassifier("hard").eval(), images, by_module=True)
     assert parts["encoder"] == encoder and parts["classifier"] == classifier and parts["baseline"] == 0
     assert parts["score_hidden"] + parts["score_out"] == scorer and parts["total"] == encoder + scorer + classifier
+    # the weighted sum of soft attention (2 L d per image, outside the layers) is not counted, as documented
+    assert count_flops(GlimpseClassifier("soft").eval(), images, by_module=True)["total"] == (
+        9 * encoder + scorer + classifier)
 
 
 def test_show_glimpses_draws_one_panel_per_canvas():

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attn_utils.classify import accuracy, train_classifier
 from attn_utils.data.reviews import make_review_data
+from attn_utils.evaluate import accuracy
 from attn_utils.han import FlatDocumentClassifier, HierarchicalAttentionNetwork, display_weights, pool_words
 from attn_utils.tolerance import assert_close
+from attn_utils.trainers import train_classifier
 
 # ----------------------------------------------------------------------------------------------
 # The models

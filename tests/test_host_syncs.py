@@ -45,8 +45,9 @@ def _calls(device):
     attention, mha = DotProductAttention(0.0).eval(), MultiHeadAttention(32, 4, 0.0).to(device).eval()
     training_mha = MultiHeadAttention(32, 4, 0.5).to(device).train()  # dropout: the explicit path
     tokens = torch.randint(1, 30, (2, 6), generator=generator).to(device)
-    models = {options: _language_model(**dict(options)).to(device) for options in
-              [(), (("positions", "rotary"),), (("positions", "alibi"), ("window", 3)), (("num_kv_heads", 2),)]}
+    variants = [(), (("position_scheme", "rotary"),), (("position_scheme", "alibi"), ("window", 3)),
+                (("num_kv_heads", 2),)]
+    models = {options: _language_model(**dict(options)).to(device) for options in variants}
     with torch.no_grad():
         _, cache = models[()](tokens)
     translator = make_transformer(30, 30, 32, 64, 4, 2).to(device).eval()
@@ -60,8 +61,8 @@ def _calls(device):
         "multi-head self-attention with dropout (explicit path), lengths": (
             lambda: training_mha(X, X, X, lens_on_device), 5),
         "a 2-block language model's forward pass": (lambda: models[()](tokens), 2),
-        "the same with rotary positions": (lambda: models[(("positions", "rotary"),)](tokens), 2),
-        "the same with ALiBi and a window": (lambda: models[(("positions", "alibi"), ("window", 3))](tokens), 4),
+        "the same with rotary positions": (lambda: models[(("position_scheme", "rotary"),)](tokens), 2),
+        "the same with ALiBi and a window": (lambda: models[(("position_scheme", "alibi"), ("window", 3))](tokens), 4),
         "the same with grouped-query attention": (lambda: models[(("num_kv_heads", 2),)](tokens), 2),
         "one cached decoding step": (lambda: models[()](tokens[:, :1], cache), 2),
         "a translator's teacher-forced pass, source lengths": (

@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from attn_utils import CausalLanguageModel
-from attn_utils.induction import ablate_heads, copy_accuracy, head_scores, repeated_segments
+from attn_utils.evaluate import copy_accuracy
+from attn_utils.induction import ablate_heads, head_scores, repeated_segments
 
 
 def test_the_copy_determines_every_predictable_token_and_nothing_else_is_predictable():

@@ -185,7 +185,9 @@ def test_gradcheck_float64():
 
 def test_training_with_leave_one_out_finds_a_finite_minimum():
     x, y = make_data(50, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    model, history = train_nw(x, y, w=1.0, max_steps=60, lr=3.0)
+    model = NWKernelRegression(w=1.0)
+    history = train_nw(model, x, y, max_steps=60, lr=3.0)
+    assert model.w.dtype == torch.float64  # moved to the data's dtype first
     losses = history.loss
     assert losses[-1] < losses[0]
     w = model.w.item()
@@ -200,10 +202,10 @@ def test_training_with_leave_one_out_finds_a_finite_minimum():
 
 def test_training_without_leave_one_out_runs_to_the_trivial_solution():
     x, y = make_data(50, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    model, history = train_nw(x, y, w=1.0, max_steps=60, lr=3.0, leave_one_out=False)
-    losses = history.loss
+    model, longer = NWKernelRegression(w=1.0), NWKernelRegression(w=1.0)
+    losses = train_nw(model, x, y, max_steps=60, lr=3.0, leave_one_out=False).loss
     assert all(b <= a + 1e-12 for a, b in zip(losses, losses[1:]))  # the training loss only falls
-    longer, more = train_nw(x, y, w=1.0, max_steps=240, lr=3.0, leave_one_out=False)
+    more = train_nw(longer, x, y, max_steps=240, lr=3.0, leave_one_out=False)
     assert longer.w.item() > model.w.item() > 3.5  # w keeps growing (after 60 steps 4.48-7.02 over data seeds 0-7) ...
     assert more.loss[-1] < losses[-1]  # ... towards zero training error, each point copying itself
 

@@ -22,7 +22,8 @@ from attn_utils import (
     time_generation,
     train_language_model,
 )
-from attn_utils.language_models import causal_lm_loss
+from attn_utils.kv_cache import KVCache
+from attn_utils.losses import causal_lm_loss
 from attn_utils.sampling import sample_from, top_k_filter
 from attn_utils.tolerance import assert_close
 
@@ -37,20 +38,20 @@ def small_lm(vocab=30, device="cpu", dtype=torch.float64, **kwargs):
 def test_block_without_cross_attention_has_no_second_attention_and_checks_its_arguments():
     blk = TransformerDecoderBlock(8, 16, 2, 0.0, norm_first=True, cross_attention=False)
     assert not hasattr(blk, "attention2") and not hasattr(blk, "addnorm2")
-    X, empty = torch.randn(1, 3, 8), torch.zeros(1, 2, 0, 4)
-    out, k, v = blk(X, empty, empty)
-    assert out.shape == (1, 3, 8) and k.shape == (1, 2, 3, 4)
+    X = torch.randn(1, 3, 8)
+    cache = KVCache.empty(1, 1, 2, 4).extended(3)
+    out = blk(X, cache, 0)
+    assert out.shape == (1, 3, 8) and cache.keys.shape == (1, 1, 2, 3, 4)  # the block wrote its keys
     with pytest.raises(ValueError, match="cross_attention=False"):
-        blk(X, empty, empty, torch.zeros(1, 2, 5, 4), torch.zeros(1, 2, 5, 4))
+        blk(X, cross=(torch.zeros(1, 2, 5, 4), torch.zeros(1, 2, 5, 4)))
     with pytest.raises(ValueError, match="cross_attention=True"):
-        TransformerDecoderBlock(8, 16, 2, 0.0)(X, empty, empty)
+        TransformerDecoderBlock(8, 16, 2, 0.0)(X)
 
 
 def test_block_without_cross_attention_equals_a_hand_written_pre_norm_block():
     torch.manual_seed(0)
     blk = TransformerDecoderBlock(8, 16, 2, 0.0, norm_first=True, cross_attention=False).double()
     X = torch.randn(2, 5, 8, dtype=torch.float64)
-    empty = torch.zeros(2, 2, 0, 4, dtype=torch.float64)
     mask = torch.ones(5, 5, dtype=torch.bool).tril()
     attn = torch.nn.MultiheadAttention(8, 2, bias=False, batch_first=True).double()
     a = blk.attention1
@@ -60,7 +61,7 @@ def test_block_without_cross_attention_equals_a_hand_written_pre_norm_block():
         x = blk.addnorm1.ln(X)
         H = X + attn(x, x, x, attn_mask=~mask, need_weights=False)[0]
         expected = H + blk.ffn(blk.addnorm3.ln(H))
-        got, _, _ = blk(X, empty, empty)
+        got = blk(X)
     torch.testing.assert_close(got, expected)
 
 
@@ -95,21 +96,21 @@ def test_cached_step_by_step_logits_equal_full_recomputation(length, chunk):
     model = small_lm()
     X = torch.randint(30, (3, length), generator=torch.Generator().manual_seed(length))
     with torch.no_grad():
-        full, (k_full, v_full, length_full) = model(X)
+        full, cache_full = model(X)
         cache, pieces = None, []
         for i in range(0, length, chunk):  # feed `chunk` tokens after the i cached ones
             logits, cache = model(X[:, i:i + chunk], cache)
             pieces.append(logits)
     torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=0, atol=1e-12)
-    torch.testing.assert_close(cache[0], k_full, rtol=0, atol=1e-12)
-    assert cache[0].shape == (2, 3, 4, length, 4) and cache.length == length_full == length
+    torch.testing.assert_close(cache.keys, cache_full.keys, rtol=0, atol=1e-12)
+    assert cache.keys.shape == (2, 3, 4, length, 4) and cache.length == cache_full.length == length
 
 
 def test_forward_bad_inputs_raise_value_errors():
     model = small_lm()
     with pytest.raises(ValueError, match="integer tensor"):
         model(torch.randn(2, 3))
-    with pytest.raises(ValueError, match="cache must be"):
+    with pytest.raises(ValueError, match=r"cache must hold .*batch=2.*got \(2, 5, 4, 0, 4\)"):
         model(torch.zeros(2, 3, dtype=torch.long), model.empty_cache(5))
     with pytest.raises(ValueError, match="max_len"):
         model(torch.zeros(1, 65, dtype=torch.long))
@@ -260,8 +261,10 @@ def test_kv_cache_bytes_formula_and_errors():
     assert kv_cache_bytes(2, 4, 10, 8) == 2 * 2 * 4 * 10 * 8 * 4
     assert kv_cache_bytes(48, 25, 1024, 64, batch=3, dtype=torch.float16) == 2 * 48 * 25 * 1024 * 64 * 3 * 2
     model = small_lm(dtype=torch.float32)
-    _, (k, v, _) = model(torch.zeros(2, 10, dtype=torch.long))
+    _, cache = model(torch.zeros(2, 10, dtype=torch.long))
+    k, v = cache.keys, cache.values
     assert k.numel() * k.element_size() + v.numel() * v.element_size() == kv_cache_bytes(2, 4, 10, 4, batch=2)
+    assert cache.nbytes == kv_cache_bytes(2, 4, 10, 4, batch=2)
     with pytest.raises(ValueError, match="length"):
         kv_cache_bytes(2, 4, -1, 8)
 
@@ -357,9 +360,9 @@ def test_masked_lm_sees_both_sides_ignores_padding_and_ties_weights():
         torch.testing.assert_close(model(X, lens)[:, :4], model(changed, lens)[:, :4])  # padding is invisible
         positions = torch.zeros(2, 6, dtype=torch.bool)
         positions[0, 2] = positions[1, 4] = True
-        torch.testing.assert_close(model(X, positions=positions), model(X)[positions])
-    with pytest.raises(ValueError, match="positions must be"):
-        model(X, positions=positions.long())
+        torch.testing.assert_close(model(X, predict_at=positions), model(X)[positions])
+    with pytest.raises(ValueError, match="predict_at must be"):
+        model(X, predict_at=positions.long())
 
 
 # --- training: each model memorises a tiny corpus ------------------------------------------------------------------

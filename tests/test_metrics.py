@@ -11,7 +11,6 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attn_utils.evaluate import group_references
 from attn_utils.metrics import (
     alignment_error_rate,
     attention_aer,
@@ -21,6 +20,7 @@ from attn_utils.metrics import (
     bleu_statistics,
     bootstrap_bleu,
     corpus_bleu,
+    group_references,
 )
 
 sacrebleu = pytest.importorskip("sacrebleu", reason="sacrebleu is the reference for corpus BLEU (requirements-dev.txt)")

@@ -13,7 +13,7 @@ from attn_utils import CausalLanguageModel, kv_cache_bytes, time_generation
 from attn_utils.alibi import alibi_bias
 from attn_utils.attention import DotProductAttention
 from attn_utils.causal_attention import POSITION_SCHEMES, causal_self_attention
-from attn_utils.language_models import KVCache
+from attn_utils.kv_cache import KVCache
 from attn_utils.masking import causal_mask, sliding_window_mask
 from attn_utils.multihead import MultiHeadAttention, repeat_kv_heads
 from attn_utils.rotary import apply_rotary
@@ -130,8 +130,9 @@ def test_rotary_self_attention_rotates_queries_and_keys_by_their_absolute_positi
     torch.manual_seed(0)
     layer = MultiHeadAttention(8, 2, 0.0).double()
     X = torch.randn(1, 4, 8, dtype=torch.float64, generator=G(4))
-    empty = torch.zeros(1, 2, 0, 4, dtype=torch.float64)
-    out, keys, _ = causal_self_attention(layer, X, empty, empty, offset=10, positions="rotary")
+    cache = KVCache.empty(1, 1, 2, 4, dtype=torch.float64).with_length(10).extended(4)  # tokens 10..13
+    out = causal_self_attention(layer, X, cache, 0, position_scheme="rotary")
+    keys = cache.keys[0]
     where = torch.arange(10, 14)
     q = apply_rotary(layer.project_q(X), where)
     k = apply_rotary(layer.project_kv(X, X)[0], where)
@@ -145,8 +146,7 @@ def test_alibi_self_attention_equals_scores_plus_the_paper_bias():
     torch.manual_seed(0)
     layer = MultiHeadAttention(8, 2, 0.0).double()
     X = torch.randn(2, 6, 8, dtype=torch.float64, generator=G(5))
-    empty = torch.zeros(2, 2, 0, 4, dtype=torch.float64)
-    out, _, _ = causal_self_attention(layer, X, empty, empty, offset=0, positions="alibi")
+    out = causal_self_attention(layer, X, position_scheme="alibi")
     torch.testing.assert_close(out, gqa_by_hand(layer, X, causal_mask(6, 6), alibi_bias(2, 6, 6).double()))
 
 
@@ -154,22 +154,23 @@ def test_sliding_window_self_attention_sees_only_the_window_and_keeps_a_rolling_
     torch.manual_seed(0)
     layer = MultiHeadAttention(8, 2, 0.0).double()
     X = torch.randn(1, 7, 8, dtype=torch.float64, generator=G(6))
-    empty = torch.zeros(1, 2, 0, 4, dtype=torch.float64)
-    out, keys, values = causal_self_attention(layer, X, empty, empty, offset=0, window=3)
+    cache = KVCache.empty(1, 1, 2, 4, dtype=torch.float64).extended(7)
+    out = causal_self_attention(layer, X, cache, 0, window=3)
     torch.testing.assert_close(out, gqa_by_hand(layer, X, sliding_window_mask(7, 7, 3)))
-    assert keys.shape == values.shape == (1, 2, 3, 4)  # only the last 3 positions are kept
-    torch.testing.assert_close(keys, layer.project_kv(X, X)[0][:, :, -3:])
+    kept = cache.kept(3)
+    assert kept.keys.shape == kept.values.shape == (1, 1, 2, 3, 4)  # only the last 3 positions are kept
+    torch.testing.assert_close(kept.keys[0], layer.project_kv(X, X)[0][:, :, -3:])
 
 
 def test_unknown_position_schemes_and_windows_are_named():
     layer = MultiHeadAttention(8, 2, 0.0)
-    X, empty = torch.randn(1, 2, 8), torch.zeros(1, 2, 0, 4)
-    with pytest.raises(ValueError, match="positions must be one of"):
-        causal_self_attention(layer, X, empty, empty, 0, positions="relative")
+    X = torch.randn(1, 2, 8)
+    with pytest.raises(ValueError, match="position_scheme must be one of"):
+        causal_self_attention(layer, X, position_scheme="relative")
     with pytest.raises(ValueError, match="window must be None"):
-        causal_self_attention(layer, X, empty, empty, 0, window=0)
-    with pytest.raises(ValueError, match="positions must be one of"):
-        CausalLanguageModel(10, positions="rope")
+        causal_self_attention(layer, X, window=0)
+    with pytest.raises(ValueError, match="position_scheme must be one of"):
+        CausalLanguageModel(10, position_scheme="rope")
 
 
 # --- the GPT-style model with today's options --------------------------------------------------------------------
@@ -179,10 +180,10 @@ def modern_lm(device="cpu", **options):
     return CausalLanguageModel(30, 16, 32, 4, 2, max_len=64, **options).to(device=device, dtype=torch.float64).eval()
 
 
-OPTIONS = [dict(positions=p) for p in POSITION_SCHEMES] + [
-    dict(positions="rotary", num_kv_heads=2), dict(positions="alibi", num_kv_heads=1),
-    dict(positions="learned", num_kv_heads=1), dict(positions="rotary", window=3),
-    dict(positions="alibi", window=4, num_kv_heads=2), dict(positions="sinusoidal", window=1)]
+OPTIONS = [dict(position_scheme=p) for p in POSITION_SCHEMES] + [
+    dict(position_scheme="rotary", num_kv_heads=2), dict(position_scheme="alibi", num_kv_heads=1),
+    dict(position_scheme="learned", num_kv_heads=1), dict(position_scheme="rotary", window=3),
+    dict(position_scheme="alibi", window=4, num_kv_heads=2), dict(position_scheme="sinusoidal", window=1)]
 
 
 @pytest.mark.parametrize("options", OPTIONS, ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()))
@@ -204,11 +205,11 @@ def test_cached_decoding_equals_recomputation_for_every_option(options, chunk, a
 
 @pytest.mark.parametrize("positions", ["rotary", "alibi"])
 def test_relative_positions_give_the_same_logits_at_any_offset_and_past_max_len(positions):
-    model = modern_lm(positions=positions)  # max_len=64 does not bound them
+    model = modern_lm(position_scheme=positions)  # max_len=64 does not bound them
     X = torch.randint(30, (2, 9), generator=G(8))
     with torch.no_grad():
         at_zero, _ = model(X)
-        far = model.empty_cache(2)._replace(length=1000)  # as if 1,000 tokens had scrolled out of a window
+        far = model.empty_cache(2).with_length(1000)  # as if 1,000 tokens had scrolled out of a window
         at_1000, _ = model(X, far)
         long_logits, _ = model(torch.randint(30, (1, 150), generator=G(9)))
     torch.testing.assert_close(at_1000, at_zero, rtol=0, atol=1e-9)
@@ -216,18 +217,18 @@ def test_relative_positions_give_the_same_logits_at_any_offset_and_past_max_len(
 
 
 def test_absolute_positions_change_the_logits_with_the_offset_and_stop_at_max_len():
-    model = modern_lm(positions="learned")
+    model = modern_lm(position_scheme="learned")
     X = torch.randint(30, (2, 9), generator=G(8))
     with torch.no_grad():
         at_zero, _ = model(X)
-        at_50, _ = model(X, model.empty_cache(2)._replace(length=50))
+        at_50, _ = model(X, model.empty_cache(2).with_length(50))
     assert float((at_50 - at_zero).abs().max()) > 1e-3
     with pytest.raises(ValueError, match="max_len=64"):
-        model(X, model.empty_cache(2)._replace(length=60))
+        model(X, model.empty_cache(2).with_length(60))
 
 
 def test_the_window_limits_what_each_position_sees_in_every_block():
-    model = modern_lm(positions="rotary", window=3)
+    model = modern_lm(position_scheme="rotary", window=3)
     with torch.no_grad():
         model(torch.randint(30, (1, 8), generator=G(10)))
     for weights in model.attention_weights:  # (1, heads, 8, 8)
@@ -248,10 +249,12 @@ def test_a_plain_key_value_pair_is_still_a_cache_and_bad_caches_are_named():
         model(X[:, :1], KVCache(cache.keys[:, :, :, :4], cache.values[:, :, :, :4], 3))
     with pytest.raises(ValueError, match="cache must be a KVCache"):
         model(X, [cache.keys, cache.values])
+    with pytest.raises(ValueError, match="cache must be a KVCache"):  # a translator's cache is not a language model's
+        model(X, KVCache(cache.keys, cache.values, cross_keys=cache.keys, cross_values=cache.values))
 
 
 def test_time_generation_counts_the_shared_heads_and_the_window_in_the_cache_bytes():
-    cases = [(dict(), 4, 9), (dict(num_kv_heads=1), 1, 9), (dict(window=4, positions="rotary"), 4, 4)]
+    cases = [(dict(), 4, 9), (dict(num_kv_heads=1), 1, 9), (dict(window=4, position_scheme="rotary"), 4, 4)]
     for options, heads, kept in cases:
         model = modern_lm(**options)
         row, = time_generation(model, [8], prompt_len=2, repeats=1)
@@ -260,7 +263,7 @@ def test_time_generation_counts_the_shared_heads_and_the_window_in_the_cache_byt
 
 @pytest.mark.parametrize("options, kept", [(dict(), 12), (dict(num_kv_heads=1), 12), (dict(window=5), 5)])
 def test_a_filled_cache_has_the_shape_of_length_tokens_and_decodes_on(options, kept):
-    model = modern_lm(positions="rotary", **options)
+    model = modern_lm(position_scheme="rotary", **options)
     cache = filled_cache(model, 12, batch=2)
     heads = options.get("num_kv_heads", 4)
     assert cache.keys.shape == cache.values.shape == (2, 2, heads, kept, 4) and cache.length == 12

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from attn_utils.pooling import LearnedQueryPooling
+from attn_utils.pooling import LearnedQueryPooling, masked_mean, pool_by_scores
 
 
 def _by_hand(H, query, W=None, b=None, length=None):
@@ -70,3 +70,29 @@ def test_runs_on_every_device(any_device):
     pool = LearnedQueryPooling(4, 2).to(any_device)
     out = pool(torch.randn(2, 3, 4, device=any_device), torch.tensor([3, 1], device=any_device))
     assert out.device.type == any_device.type and pool.attention_weights[1, 1:].abs().sum() == 0
+
+
+def test_masked_mean_by_hand_with_lengths_and_masks():
+    H = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [float("nan"), 0.0]], [[5.0, 6.0], [7.0, 8.0], [9.0, 10.0]]])
+    mean, weights = masked_mean(H, torch.tensor([2, 3]))  # the NaN is padding: it changes nothing
+    torch.testing.assert_close(mean, torch.tensor([[2.0, 3.0], [7.0, 8.0]]))
+    torch.testing.assert_close(weights, torch.tensor([[0.5, 0.5, 0.0], [1 / 3, 1 / 3, 1 / 3]]))
+    mask = torch.tensor([[False, True, False], [True, False, True]])
+    mean, weights = masked_mean(H, mask)
+    torch.testing.assert_close(mean, torch.tensor([[3.0, 4.0], [7.0, 8.0]]))
+    mean, weights = masked_mean(H[1:], torch.tensor([0]))  # no real step: zeros, not NaN
+    assert torch.equal(mean, torch.zeros(1, 2)) and torch.equal(weights, torch.zeros(1, 3))
+    torch.testing.assert_close(masked_mean(H[1:])[0], H[1:].mean(1))  # no lengths: every step
+    with pytest.raises(ValueError, match=r"masked_mean expects X of shape \(batch, steps, size\), got \(2, 3\)"):
+        masked_mean(torch.zeros(2, 3))
+
+
+def test_learned_query_pooling_pools_by_its_scores():
+    torch.manual_seed(2)
+    pool = LearnedQueryPooling(4, 3)
+    H, lengths = torch.randn(2, 5, 4), torch.tensor([5, 2])
+    scores = torch.tanh(pool.projection(H)) @ pool.query  # (batch, steps)
+    expected, weights = pool_by_scores(scores, H, lengths)
+    torch.testing.assert_close(pool(H, lengths), expected)
+    torch.testing.assert_close(pool.attention_weights, weights)
+

@@ -15,9 +15,11 @@ import pytest
 import torch
 from torch import nn
 
-from attn_utils.classify import accuracy, train_classifier
 from attn_utils.data.relations import LABELS, make_relation_corpus, relation_tensors, relation_vocab
-from attn_utils.relation import AttentionBiLSTM, last_states, semeval_macro_f1, sum_directions
+from attn_utils.evaluate import accuracy
+from attn_utils.metrics import semeval_macro_f1
+from attn_utils.relation import AttentionBiLSTM, last_states, sum_directions
+from attn_utils.trainers import train_classifier
 
 # ------------------------------------------------------------------ the model
 

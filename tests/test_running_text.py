@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from attn_utils import CausalLanguageModel, MaskedLanguageModel
-from attn_utils.running_text import (
+from attn_utils.data.windows import random_windows
+from attn_utils.evaluate import (
     loss_by_position,
     perplexity,
     predict_hidden_tokens,
-    random_windows,
     sliding_window_logprobs,
     window_starts,
 )

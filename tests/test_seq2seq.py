@@ -118,7 +118,8 @@ def test_reorder_state_and_interface():
 def test_overfit_eight_grammar_pairs():
     """The model memorises 8 pairs of the bundled grammar corpus: exact match after a few hundred steps."""
     from attn_utils.decoding import greedy_decode
-    from attn_utils.train import sequence_loss, trim_batch
+    from attn_utils.losses import sequence_loss
+    from attn_utils.trainers import trim_batch
 
     torch.manual_seed(0)
     data = load_translation_data("grammar", num_train=8, min_freq=1, verbose=False)

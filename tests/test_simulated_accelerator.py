@@ -10,13 +10,20 @@ import torch
 from simulated_accelerator import ACCELERATOR, DeviceMixError, SimulatedAccelerator, simulated
 
 from attn_utils.data.loader import load_translation_data
-from attn_utils.evaluate import evaluate_bleu, forced_attention, translate
-from attn_utils.language_models import CausalLanguageModel, MaskedLanguageModel, causal_lm_loss, train_language_model
+from attn_utils.evaluate import (
+    evaluate_bleu,
+    forced_attention,
+    loss_by_position,
+    perplexity,
+    predict_hidden_tokens,
+    translate,
+)
+from attn_utils.language_models import CausalLanguageModel, MaskedLanguageModel
+from attn_utils.losses import causal_lm_loss
 from attn_utils.plot import show_heatmaps
 from attn_utils.registry import TRANSLATORS, build_translator
-from attn_utils.running_text import loss_by_position, perplexity, predict_hidden_tokens
 from attn_utils.sampling import generate
-from attn_utils.train import train_seq2seq
+from attn_utils.trainers import train_language_model, train_seq2seq
 from attn_utils.widgets import draw_lookup, draw_nw_fit
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -10,16 +10,12 @@ import pytest
 import torch
 from torch.nn import functional as F
 
+from attn_utils.checkpoints import load_checkpoint, save_checkpoint
 from attn_utils.data import load_translation_data
+from attn_utils.losses import sequence_loss
+from attn_utils.plot import plot_history
 from attn_utils.seq2seq import make_seq2seq
-from attn_utils.train import (
-    load_checkpoint,
-    plot_history,
-    save_checkpoint,
-    sequence_loss,
-    train_seq2seq,
-    trim_batch,
-)
+from attn_utils.trainers import train_seq2seq, trim_batch
 from attn_utils.training_loop import History
 
 pytestmark = pytest.mark.usefixtures("one_thread")

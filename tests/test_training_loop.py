@@ -94,7 +94,7 @@ def test_adamw_decays_the_weight_apart_from_the_gradient_step():
 
 
 def test_evaluation_mode_restores_the_mode_also_on_errors():
-    from attn_utils.training_loop import evaluation_mode
+    from attn_utils.modes import evaluation_mode
 
     model = nn.Sequential(nn.Dropout(0.5)).train()
     with evaluation_mode(model) as inside:

@@ -8,20 +8,21 @@ import torch
 from torch import nn
 from torch_reference import copy_into_torch_attention
 
+from attn_utils.checkpoints import load_checkpoint, save_checkpoint
 from attn_utils.data import load_translation_data
 from attn_utils.decoding import beam_search, greedy_decode
 from attn_utils.evaluate import evaluate_bleu
+from attn_utils.kv_cache import KVCache
 from attn_utils.masking import causal_mask
 from attn_utils.registry import build_model
 from attn_utils.tolerance import assert_close
-from attn_utils.train import load_checkpoint, save_checkpoint, train_seq2seq
+from attn_utils.trainers import train_seq2seq
 from attn_utils.transformer import (
     AddNorm,
     PositionWiseFFN,
     TransformerDecoderBlock,
     TransformerEncoder,
     TransformerEncoderBlock,
-    greedy_decode_uncached,
     make_transformer,
     transformer_attention,
 )
@@ -73,8 +74,9 @@ def test_decoder_block_equals_torch_transformer_decoder_layer(norm_first):
                             (ours.addnorm3.ln, theirs.norm3)])
     X, memory = torch.randn(3, 6, D), torch.randn(3, 5, D)
     cross_k, cross_v = ours.attention2.project_kv(memory, memory)
-    empty = torch.zeros(3, HEADS, 0, D // HEADS)
-    got, k, v = ours(X, empty, empty, cross_k, cross_v, SRC_LEN)
+    cache = KVCache.empty(1, 3, HEADS, D // HEADS).extended(6)
+    got = ours(X, cache, 0, cross=(cross_k, cross_v), source_lens=SRC_LEN)
+    k, v = cache.keys[0], cache.values[0]
     want = theirs(X.requires_grad_(), memory, tgt_mask=~causal_mask(6, 6),
                   memory_key_padding_mask=torch.arange(5) >= SRC_LEN[:, None])
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
@@ -113,7 +115,7 @@ def _model(seed=0, **kwargs):
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"norm_first": False}, {"tie_embeddings": False},
-                                    {"learned_positions": True}])
+                                    {"position_scheme": "learned"}])
 def test_feeding_one_token_at_a_time_equals_one_call(kwargs):
     model = _model(4, **kwargs)
     state = model.decoder.init_state(model.encoder(SRC, SRC_LEN), SRC_LEN)
@@ -123,15 +125,18 @@ def test_feeding_one_token_at_a_time_equals_one_call(kwargs):
         logits, state = model.decoder(DEC_IN[:, t:t + 1], state)
         steps.append(logits)
     torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
-    assert state[1].shape == (2, 3, HEADS, 6, D // HEADS)  # every block cached 6 keys
+    assert state.keys.shape == (2, 3, HEADS, 6, D // HEADS) and state.length == 6  # every block cached 6 keys
 
 
 def test_cached_decoding_gives_the_tokens_of_full_recomputation():
     for seed in range(3):
         model = _model(seed)
         cached = greedy_decode(model, SRC, SRC_LEN, bos=1, eos=2, max_len=12)
-        recomputed = greedy_decode_uncached(model, SRC, SRC_LEN, bos=1, eos=2, max_len=12)
-        assert cached.tokens == recomputed
+        recomputed = greedy_decode(model, SRC, SRC_LEN, bos=1, eos=2, max_len=12, use_cache=False)
+        assert cached.tokens == recomputed.tokens
+        torch.testing.assert_close(cached.scores, recomputed.scores)
+        for a, b in zip(cached.attention, recomputed.attention):
+            torch.testing.assert_close(a, b)
 
 
 def test_causal_decoder_leaks_nothing_from_later_tokens():

@@ -10,6 +10,9 @@ alignments), ``bundled`` (their snapshots), ``generate`` (rewrites the snapshots
 Chapter 7: ``relations`` (generated SemEval-style relation sentences, labels, tensors), ``semeval``
 (the SemEval-2010 Task 8 files), ``reviews`` (generated reviews in which one sentence decides) and
 ``digits`` (canvases of ``sklearn``'s handwritten digits with a frame around the one to read).
+Chapter 11: ``moby_dick`` (running text) and ``windows`` (random windows of it to train on).
+The data modules import nothing of the package but each other and its foundation (``checks``,
+``canvas``): no model, trainer or evaluation.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from .splits import Split, split_by_source
 from .tatoeba import DATA_ENV_VAR, FRA_ENG_SHA1, FRA_ENG_URL, TatoebaUnavailable, load_tatoeba
 from .text import ParallelCorpus, parse_pairs, preprocess, tokenize
 from .vocab import RESERVED_TOKENS, Vocab
+from .windows import random_windows
 
 __all__ = [
     "BUNDLED", "BucketBatchSampler", "DATA_ENV_VAR", "DownloadError", "FRA_ENG_SHA1", "FRA_ENG_URL",
@@ -55,7 +59,7 @@ __all__ = [
     "download", "draw_canvases", "format_date", "generate_dates", "generate_grammar", "iso_date",
     "load_bundled", "load_digit_images", "load_semeval", "load_semeval_splits", "load_tatoeba",
     "load_translation_data", "make_digit_canvases", "make_relation_corpus", "make_review_data", "make_reviews",
-    "pad_or_truncate", "parse_pairs", "preprocess", "relation_tensors", "relation_type", "relation_vocab",
-    "repository_data_dir", "review_label", "review_vocab", "sha1_of", "split_by_source", "tokenize",
-    "tokenize_date",
+    "pad_or_truncate", "parse_pairs", "preprocess", "random_windows", "relation_tensors", "relation_type",
+    "relation_vocab", "repository_data_dir", "review_label", "review_vocab", "sha1_of", "split_by_source",
+    "tokenize", "tokenize_date",
 ]

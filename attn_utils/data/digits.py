@@ -15,9 +15,8 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-DIGIT = 8  # load_digits images are 8 x 8
-MARGIN = 1  # a 1-pixel margin around each digit, where the frames are drawn
-REGION = DIGIT + 2 * MARGIN  # each region of the canvas is 10 x 10
+from ..canvas import DIGIT, MARGIN, REGION
+
 SPLITS = {"train": (0.0, 0.6), "val": (0.6, 0.8), "test": (0.8, 1.0)}  # fractions of the 1,797 digits
 
 

@@ -13,7 +13,7 @@ directions plus ``Other`` (the 19 ``LABELS``). This module holds:
 - ``relation_vocab`` and ``relation_tensors``: token ids, padding and lengths.
 
 The reader of the task's own files is ``attn_utils.data.semeval``; the model of Zhou et al. (2016)
-and the official score are in ``attn_utils.relation``.
+is in ``attn_utils.relation``, the official score in ``attn_utils.metrics``.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ..masking import masked_softmax
+from ..attention import attend
 from ..scoring import additive_score, general_score
 from .core import Case, register, seeded_randn
 
@@ -21,7 +21,7 @@ def _padded_additive(queries, keys, values, query_lens, key_lens, W_q, W_k, w_v,
                             lambda h: h @ w_v[:, None])  # (batch, Q, K)
     real_q = torch.arange(queries.shape[1]) < query_lens[:, None]  # (batch, Q)
     real_k = torch.arange(keys.shape[1]) < key_lens[:, None]  # (batch, K)
-    return masked_softmax(scores, real_q[:, :, None] & real_k[:, None, :]) @ values  # (batch, Q, v)
+    return attend(scores, values, real_q[:, :, None] & real_k[:, None, :])[0]  # (batch, Q, v)
 
 
 @register("ch03-padded-additive")

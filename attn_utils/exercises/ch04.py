@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from ..decoding import length_normalised
-from ..train import sequence_loss
+from ..losses import sequence_loss
 from .core import Case, register
 
 

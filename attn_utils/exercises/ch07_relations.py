@@ -3,7 +3,7 @@ attention pooling, and SemEval-2010 Task 8's official macro-F1.
 
 The expected values come from the tested code: ``attn_utils.relation.last_states`` (checked in the
 tests against ``torch.nn.LSTM``'s own final states), ``attn_utils.pooling.LearnedQueryPooling`` with the
-reader's query loaded (then ``tanh``), and ``attn_utils.relation.semeval_macro_f1``.
+reader's query loaded (then ``tanh``), and ``attn_utils.metrics.semeval_macro_f1``.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from __future__ import annotations
 import torch
 
 from ..data.relations import LABELS
+from ..metrics import semeval_macro_f1
 from ..pooling import LearnedQueryPooling
-from ..relation import last_states, semeval_macro_f1
+from ..relation import last_states
 from .core import Case, register, seeded_randn
 
 

@@ -15,8 +15,8 @@ import math
 
 import torch
 
+from ..losses import sequence_loss
 from ..masking import causal_mask
-from ..train import sequence_loss
 from .ch09 import multihead_with_weights
 from .core import Case, register, seeded_randn
 

@@ -4,7 +4,7 @@
   (the queries are the last positions), rows that see no key, and no tensor as large as the map.
 * ``ch11-write-merge-attention-blocks``: merging two partial attention results (m, l, acc).
 
-The expected results of the first come from the explicit computation (``masked_softmax`` with
+The expected results of the first come from the explicit computation (``attend`` with
 ``causal_mask``, in float64); those of the second from ``attn_utils.merge_attention_blocks`` (tested
 against explicit attention in tests/test_fast_attention.py).
 """
@@ -15,7 +15,8 @@ import math
 
 import torch
 
-from ..masking import causal_mask, masked_softmax
+from ..attention import attend
+from ..masking import causal_mask
 from ..online_softmax import block_statistics, inverse_or_zero, merge_attention_blocks
 from .core import Case, refuse_large, register, seeded_randn
 
@@ -24,8 +25,7 @@ def causal_attention(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> torch
     """Explicit causal attention, the queries being the last positions (as ``causal_mask``), in
     float64; a query that sees no key gets a zero row."""
     scores = Q.double() @ K.double().transpose(-2, -1) / math.sqrt(Q.shape[-1])
-    weights = masked_softmax(scores, causal_mask(Q.shape[-2], K.shape[-2]))
-    return (weights @ V.double()).to(Q.dtype)
+    return attend(scores, V.double(), causal_mask(Q.shape[-2], K.shape[-2]))[0].to(Q.dtype)
 
 
 @register("ch11-write-causal-tiled-attention")

@@ -5,7 +5,7 @@
 * ``ch11-modern-write-grouped-decode``: a decoding step of grouped-query attention that never copies
   the cached keys and values for each query head.
 
-The expected results come from the explicit computation (``masked_softmax`` with ``causal_mask``, the
+The expected results come from the explicit computation (``attend`` with ``causal_mask``, the
 bias written out from its definition, and a case worked by hand) and from attention over the
 key/value heads repeated by ``attn_utils.multihead.repeat_kv_heads`` (tested through grouped-query
 attention computed head by head in tests/test_modern_attention.py).
@@ -18,7 +18,8 @@ import math
 import torch
 
 from ..alibi import alibi_slopes
-from ..masking import causal_mask, masked_softmax
+from ..attention import attend
+from ..masking import causal_mask
 from ..multihead import repeat_kv_heads
 from .core import Case, refuse_large, register
 
@@ -30,7 +31,7 @@ def alibi_attention(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, slopes: t
     query_positions = torch.arange(n_k - n_q, n_k, dtype=Q.dtype)
     distance = query_positions[:, None] - torch.arange(n_k, dtype=Q.dtype)[None, :]  # (n_q, n_k): i - j
     scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1]) - slopes[:, None, None] * distance
-    return masked_softmax(scores, causal_mask(n_q, n_k)) @ V
+    return attend(scores, V, causal_mask(n_q, n_k))[0]
 
 
 def grouped_step(q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> torch.Tensor:

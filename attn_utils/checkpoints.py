@@ -1,10 +1,9 @@
-"""Training the translators of chapters 4–6 and 10: the loss, the trainer, a plot of its history, checkpoints.
+"""Checkpoints: a model's weights with a JSON record of its config, its training history and anything else.
 
-``train_seq2seq`` trains any ``EncoderDecoder`` through the course's one loop (``training_loop.fit``) with
-teacher forcing (the decoder reads ``<bos>`` and the target shifted right; ``TranslationData``
-batches already hold that input), a masked cross-entropy with label smoothing, gradient clipping
-and Adam whose learning rate rises linearly over ``warmup`` steps and then falls linearly to 0 at
-the budget: ``max_steps`` steps or ``time_budget`` seconds of training, whichever ends first.
+``save_checkpoint`` writes them atomically (to a file beside the target, then renamed onto it);
+``load_checkpoint`` reads them with ``torch.load(weights_only=True)`` and rebuilds the model from its
+config (``registry.build_model``) when none is given. A file that is not such a checkpoint is a
+``CheckpointError`` that names the file, what was expected and what was found.
 """
 
 from __future__ import annotations
@@ -16,110 +15,9 @@ import zipfile
 from pathlib import Path
 
 import torch
-from torch.nn import functional as F
 
-from .evaluate import evaluate_bleu
-from .masking import lengths_to_mask
 from .registry import MODEL_BUILDERS, build_model
-from .training_loop import DIVERGENCE_FACTOR, History, fit
-
-
-def sequence_loss(logits: torch.Tensor, labels: torch.Tensor, valid_len: torch.Tensor | None = None,
-                  pad: int = 0, label_smoothing: float = 0.0) -> torch.Tensor:
-    """Mean cross-entropy over the real target tokens.
-
-    ``logits`` ``(batch, steps, vocab)``, ``labels`` ``(batch, steps)``. Real tokens are the first
-    ``valid_len`` of each row, or, without ``valid_len``, those that are not ``pad``; the others
-    (logits and labels alike) do not count.
-    """
-    if logits.dim() != 3 or labels.shape != logits.shape[:2]:
-        raise ValueError(f"expected logits (batch, steps, vocab) and labels (batch, steps), got "
-                         f"{tuple(logits.shape)} and {tuple(labels.shape)}")
-    if valid_len is None:
-        mask = labels != pad  # (batch, steps)
-    else:
-        mask = lengths_to_mask(valid_len.to(labels.device), labels.shape[1])  # (batch, steps)
-    losses = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1),
-                             reduction="none", label_smoothing=label_smoothing)  # (batch * steps,)
-    count = mask.sum()
-    if int(count) == 0:
-        raise ValueError("the batch has no target token to learn from (every label is padding)")
-    return (losses * mask.reshape(-1)).sum() / count
-
-
-def trim_batch(batch, pad: int):
-    """Drop the columns that are padding in every row: ``(src, dec_input, src_valid_len, label)``."""
-    src, dec_input, src_valid_len, label = batch
-    src_steps = int(src_valid_len.max())
-    tgt_steps = int((label != pad).sum(dim=1).max())
-    return src[:, :src_steps], dec_input[:, :tgt_steps], src_valid_len, label[:, :tgt_steps]
-
-
-def _check_training_set(data) -> None:
-    """``ValueError`` when ``data`` has no training pair (training would have nothing to learn from)."""
-    if len(data.pairs("train")) == 0:
-        raise ValueError(f"the training set is empty: {data.summary()}; load the data with num_train > 0 "
-                         "(or None for every pair left after the validation and test sets)")
-
-
-def _batches(data, batch_size: int, seed: int):
-    """Training batches forever, epoch after epoch (each epoch reshuffled). The caller checks first
-    that there is a training pair (``_check_training_set``): over an empty loader this never yields."""
-    loader = data.dataloader("train", batch_size=batch_size, seed=seed)
-    while True:
-        yield from loader
-
-
-def train_seq2seq(model, data, *, lr: float = 5e-3, max_steps: int | None = None, time_budget: float | None = None,
-                  batch_size: int = 128, warmup: int = 100, label_smoothing: float = 0.1, clip: float = 1.0,
-                  betas=(0.9, 0.98), eval_points: int = 4, eval_split: str = "val", device=None, seed: int = 0,
-                  progress: bool = True, divergence_factor: float | None = DIVERGENCE_FACTOR) -> History:
-    """Train ``model`` on ``data``'s training pairs with ``fit``; return the ``History``.
-
-    The budget is ``max_steps`` and/or ``time_budget`` (seconds of training, not counting the
-    validation); the learning rate reaches 0 when the first of them is used up. Validation BLEU
-    (greedy decoding of ``eval_split``, ``history.evals["val_bleu"]``) is measured ``eval_points``
-    times, evenly over the budget (the last at the end); ``eval_points=0`` skips it. Each step
-    records its number of target tokens (``history.metrics["tokens"]``).
-
-    An empty training set is a ``ValueError``. A loss that rises ``divergence_factor`` times above
-    its start stops training with ``RuntimeError`` (``fit`` says how; ``None`` turns the check off).
-    """
-    device = next(model.parameters()).device if device is None else torch.device(device)
-    model.to(device)
-    torch.manual_seed(seed)
-    pad = data.tgt_vocab.pad
-    _check_training_set(data)  # before the budget line and the progress bar
-    batches = _batches(data, batch_size, seed)
-
-    def step_loss(model, step):
-        src, dec_input, src_valid_len, label = (t.to(device) for t in trim_batch(next(batches), pad))
-        logits = model(src, dec_input, src_valid_len)
-        loss = sequence_loss(logits, label, pad=pad, label_smoothing=label_smoothing)
-        return loss, {"tokens": int((label != pad).sum())}
-
-    return fit(model, step_loss, max_steps=max_steps, time_budget=time_budget, lr=lr, warmup=warmup, clip=clip,
-               betas=betas, evaluate=lambda m: {"val_bleu": evaluate_bleu(m, data, eval_split)},
-               eval_points=eval_points, progress=progress, divergence_factor=divergence_factor)
-
-
-def plot_history(history: History, figsize=(9, 3)):
-    """Training loss per step (and its running mean) beside validation BLEU; returns the figure."""
-    from matplotlib import pyplot as plt
-
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=figsize, layout="constrained")
-    ax1.plot(history.steps, history.loss, lw=0.5, alpha=0.4, label="per step")
-    window = max(1, len(history.loss) // 50)
-    if len(history.loss) >= window:
-        kernel = torch.ones(window) / window
-        smooth = torch.conv1d(torch.tensor(history.loss)[None, None], kernel[None, None])[0, 0]
-        ax1.plot(history.steps[window - 1:], smooth.tolist(), label=f"mean of {window}")
-    ax1.set(xlabel="step", ylabel="training loss", title="loss (label-smoothed)")
-    ax1.legend(fontsize=8)
-    if "val_bleu" in history.evals:
-        ax2.plot(*history.curve("val_bleu"), marker="o")
-    ax2.set(xlabel="step", ylabel="BLEU", title="validation BLEU (greedy)")
-    return fig
+from .training_loop import History
 
 
 class CheckpointError(ValueError):

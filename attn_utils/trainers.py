@@ -1,0 +1,225 @@
+"""The task trainers: each is the course's one loop, ``training_loop.fit``, with one task's batches and loss.
+
+Every trainer takes the model first, trains it in place and returns the ``History``; they name the
+same things the same way (``max_steps``, ``time_budget``, ``lr``, ``warmup``, ``clip``):
+
+* ``train_nw`` (chapter 2): Nadaraya–Watson's learned width, full-batch SGD on the squared error;
+* ``train_seq2seq`` (chapters 4–6, 10): any ``EncoderDecoder`` on a ``TranslationData``'s pairs,
+  with teacher forcing (the decoder reads ``<bos>`` and the target shifted right; the batches
+  already hold that input), ``losses.sequence_loss`` with label smoothing, gradient clipping and
+  Adam whose learning rate rises linearly over ``warmup`` steps and then falls linearly to 0 at
+  the budget, and validation BLEU at a few points;
+* ``train_classifier`` (chapter 7): a classifier on minibatches of examples, with validation
+  accuracy; ``train_seeds`` trains one per seed (``SeedRuns``), since a comparison of models rests
+  on several;
+* ``train_language_model`` (chapter 11): a language model on the batches of a ``batch_loss``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .checks import check_labelled_inputs, check_positive_int
+from .device import set_seed
+from .evaluate import accuracy, evaluate_bleu
+from .kernel_regression import NWKernelRegression, leave_one_out_mask
+from .losses import classifier_loss, sequence_loss
+from .training_loop import DIVERGENCE_FACTOR, History, describe_budget, fit
+
+# ---------------------------------------------------------------------------------------------
+# Chapter 2: Nadaraya–Watson kernel regression
+# ---------------------------------------------------------------------------------------------
+
+
+def train_nw(model: NWKernelRegression, x: torch.Tensor, y: torch.Tensor, max_steps: int = 50, lr: float = 1.0,
+             leave_one_out: bool = True, progress: bool = False) -> History:
+    """Fit ``model`` (an ``NWKernelRegression``) on examples (x, y), queries = keys = x, by full-batch SGD
+    on the MSE; return the ``History``.
+
+    The model is moved to the device and dtype of ``x`` first. Trained with ``fit`` (plain SGD,
+    constant learning rate, no clipping). With ``leave_one_out`` each example is predicted from the
+    others only.
+    """
+    model.to(device=x.device, dtype=x.dtype)
+    mask = leave_one_out_mask(len(x), x.device) if leave_one_out else None
+
+    def step_loss(model, step):
+        return ((model(x, x, y, mask) - y) ** 2).mean()
+
+    return fit(model, step_loss, max_steps=max_steps, lr=lr, optimizer="sgd", schedule="constant", clip=None,
+               progress=progress, desc="Nadaraya-Watson")
+
+
+# ---------------------------------------------------------------------------------------------
+# Chapters 4-6 and 10: the translators
+# ---------------------------------------------------------------------------------------------
+
+
+def trim_batch(batch, pad: int):
+    """Drop the columns that are padding in every row: ``(src, dec_input, src_valid_len, label)``."""
+    src, dec_input, src_valid_len, label = batch
+    src_steps = int(src_valid_len.max())
+    tgt_steps = int((label != pad).sum(dim=1).max())
+    return src[:, :src_steps], dec_input[:, :tgt_steps], src_valid_len, label[:, :tgt_steps]
+
+
+def _check_training_set(data) -> None:
+    """``ValueError`` when ``data`` has no training pair (training would have nothing to learn from)."""
+    if len(data.pairs("train")) == 0:
+        raise ValueError(f"the training set is empty: {data.summary()}; load the data with num_train > 0 "
+                         "(or None for every pair left after the validation and test sets)")
+
+
+def _batches(data, batch_size: int, seed: int):
+    """Training batches forever, epoch after epoch (each epoch reshuffled). The caller checks first
+    that there is a training pair (``_check_training_set``): over an empty loader this never yields."""
+    loader = data.dataloader("train", batch_size=batch_size, seed=seed)
+    while True:
+        yield from loader
+
+
+def train_seq2seq(model, data, *, lr: float = 5e-3, max_steps: int | None = None, time_budget: float | None = None,
+                  batch_size: int = 128, warmup: int = 100, label_smoothing: float = 0.1, clip: float = 1.0,
+                  betas=(0.9, 0.98), eval_points: int = 4, eval_split: str = "val", device=None, seed: int = 0,
+                  progress: bool = True, divergence_factor: float | None = DIVERGENCE_FACTOR) -> History:
+    """Train ``model`` on ``data``'s training pairs with ``fit``; return the ``History``.
+
+    The budget is ``max_steps`` and/or ``time_budget`` (seconds of training, not counting the
+    validation); the learning rate reaches 0 when the first of them is used up. Validation BLEU
+    (greedy decoding of ``eval_split``, ``history.evals["val_bleu"]``) is measured ``eval_points``
+    times, evenly over the budget (the last at the end); ``eval_points=0`` skips it. Each step
+    records its number of target tokens (``history.metrics["tokens"]``).
+
+    An empty training set is a ``ValueError``. A loss that rises ``divergence_factor`` times above
+    its start stops training with ``RuntimeError`` (``fit`` says how; ``None`` turns the check off).
+    """
+    device = next(model.parameters()).device if device is None else torch.device(device)
+    model.to(device)
+    torch.manual_seed(seed)
+    pad = data.tgt_vocab.pad
+    _check_training_set(data)  # before the budget line and the progress bar
+    batches = _batches(data, batch_size, seed)
+
+    def step_loss(model, step):
+        src, dec_input, src_valid_len, label = (t.to(device) for t in trim_batch(next(batches), pad))
+        logits = model(src, dec_input, src_valid_len)
+        loss = sequence_loss(logits, label, pad=pad, label_smoothing=label_smoothing)
+        return loss, {"tokens": int((label != pad).sum())}
+
+    return fit(model, step_loss, max_steps=max_steps, time_budget=time_budget, lr=lr, warmup=warmup, clip=clip,
+               betas=betas, evaluate=lambda m: {"val_bleu": evaluate_bleu(m, data, eval_split)},
+               eval_points=eval_points, progress=progress, divergence_factor=divergence_factor)
+
+
+# ---------------------------------------------------------------------------------------------
+# Chapter 7: classifiers, and several seeds
+# ---------------------------------------------------------------------------------------------
+
+
+def train_classifier(model: nn.Module, inputs: Sequence[torch.Tensor], labels: torch.Tensor, *,
+                     max_steps: int | None = None, time_budget: float | None = None, batch_size: int = 64,
+                     lr: float = 1e-3, warmup: int = 0, weight_decay: float = 0.0, clip: float | None = 5.0,
+                     val: tuple[Sequence[torch.Tensor], torch.Tensor] | None = None, eval_every: int = 50,
+                     seed: int = 0, progress: bool = True) -> History:
+    """Train ``model`` with ``fit`` (Adam, constant learning rate after ``warmup``) on minibatches drawn
+    without replacement (reshuffled each epoch); return the ``History``.
+
+    ``model(*inputs)`` returns logits ``(batch, classes)`` and keeps the attention weights of its last
+    call in ``attention_weights``; the loss is ``losses.classifier_loss`` (the model's own
+    ``training_loss`` where it has one). ``inputs`` are tensors with one row per example (moved to the
+    model's device batch by batch), ``labels`` the class indices. Each step records the cross-entropy
+    as its loss and the batch accuracy (``history.metrics["accuracy"]``). ``val = (val_inputs,
+    val_labels)`` is scored every ``eval_every`` steps and after the last
+    (``history.evals["val_accuracy"]``). The order of the batches depends only on ``seed``.
+    """
+    inputs = tuple(inputs)
+    check_labelled_inputs(inputs, labels)
+    check_positive_int("batch_size", batch_size)
+    device = next(model.parameters()).device
+    generator = torch.Generator().manual_seed(seed)
+    num = labels.shape[0]
+    order, position = torch.randperm(num, generator=generator), 0
+
+    def step_loss(model, step):
+        nonlocal order, position
+        if position + batch_size > num:
+            order, position = torch.randperm(num, generator=generator), 0
+        idx = order[position:position + batch_size]
+        position += batch_size
+        y = labels[idx].to(device)
+        objective, cross_entropy, logits = classifier_loss(model, [x[idx].to(device) for x in inputs], y)
+        return objective, {"loss": cross_entropy.detach(), "accuracy": (logits.argmax(-1) == y).float().mean()}
+
+    evaluate = (lambda m: {"val_accuracy": accuracy(m, *val)}) if val is not None else None
+    return fit(model, step_loss, max_steps=max_steps, time_budget=time_budget, lr=lr, warmup=warmup,
+               schedule="constant", clip=clip, weight_decay=weight_decay, evaluate=evaluate,
+               eval_every=eval_every if val is not None else None, progress=progress)
+
+
+@dataclass
+class SeedRuns:
+    """One model per seed, trained the same way: ``seeds``, the trained ``models`` and their ``histories``."""
+
+    seeds: list[int]
+    models: list[nn.Module]
+    histories: list[History]
+
+
+def train_seeds(build: Callable[[], nn.Module], inputs: Sequence[torch.Tensor], labels: torch.Tensor, *,
+                seeds: Sequence[int] = (0, 1, 2), device: torch.device | str | None = None, progress: bool = True,
+                **train_options) -> SeedRuns:
+    """Train ``build()`` once per seed with ``train_classifier`` and return the ``SeedRuns``.
+
+    For each seed, ``set_seed(seed)`` comes first, so the seed fixes the initial weights, the
+    minibatch order (``train_classifier(..., seed=seed)``) and any sampling in the model; the model
+    is moved to ``device`` when one is given. ``train_options`` go to ``train_classifier``
+    (``max_steps``, ``lr``, ``val``, ``eval_every``, ...), the same for every seed. With
+    ``progress``, prints the seeds and the budget once and shows one progress bar over the seeds.
+    ``metrics.steps_to_reach`` reads when a run first reached a level, ``plot.plot_seed_curves``
+    draws the runs, ``metrics.spread`` summarises a number over the seeds.
+    """
+    from tqdm.auto import tqdm
+
+    seeds = list(seeds)
+    if not seeds or len(set(seeds)) != len(seeds) or not all(isinstance(s, int) for s in seeds):
+        raise ValueError(f"seeds must be a non-empty sequence of distinct ints, got {seeds}")
+    if "seed" in train_options:
+        raise ValueError("pass the seeds as seeds=[...]; train_seeds sets train_classifier's seed itself")
+    if progress:
+        print(f"{len(seeds)} seeds ({', '.join(map(str, seeds))}), each "
+              f"{describe_budget(train_options.get('max_steps'), train_options.get('time_budget'))}")
+    models, histories = [], []
+    for seed in tqdm(seeds, desc="seeds", unit="seed", disable=not progress):
+        set_seed(seed)
+        model = build()
+        if not isinstance(model, nn.Module):
+            raise ValueError(f"build() must return an nn.Module, got {type(model).__name__}")
+        if device is not None:
+            model = model.to(device)
+        histories.append(train_classifier(model, inputs, labels, seed=seed, progress=False, **train_options))
+        models.append(model)
+    return SeedRuns(seeds, models, histories)
+
+
+# ---------------------------------------------------------------------------------------------
+# Chapter 11: language models
+# ---------------------------------------------------------------------------------------------
+
+
+def train_language_model(model: nn.Module, batch_loss: Callable[[nn.Module, int], torch.Tensor], *,
+                         max_steps: int | None = None, time_budget: float | None = None, lr: float = 1e-3,
+                         warmup: int = 100, clip: float = 1.0, betas=(0.9, 0.98), progress: bool = True,
+                         desc: str = "training", **fit_options) -> History:
+    """Train ``model`` with ``fit`` on ``batch_loss(model, step)``; return the ``History``.
+
+    Adam with linear warm-up over ``warmup`` steps, then linear decay to 0 at the end of the budget,
+    and gradient clipping at norm ``clip``, as ``train_seq2seq``. The model is left in eval mode.
+    ``fit_options`` go to ``fit`` (e.g. ``optimizer="adamw", weight_decay=0.1``, ``evaluate``,
+    ``eval_every``). The losses are ``losses.causal_lm_loss`` and ``losses.masked_lm_loss``.
+    """
+    return fit(model, batch_loss, max_steps=max_steps, time_budget=time_budget, lr=lr, warmup=warmup, clip=clip,
+               betas=betas, progress=progress, desc=desc, **fit_options)

@@ -1,0 +1,146 @@
+"""The one key-value cache (attn_utils.kv_cache) and the one decoder stack that uses it: the translator's
+decoder and the language model share it, with every position scheme, windows and shared heads."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+import attn_utils.causal_attention as causal_attention
+from attn_utils.alibi import alibi_bias
+from attn_utils.kv_cache import KVCache
+from attn_utils.language_models import CausalLanguageModel
+from attn_utils.rotary import apply_rotary
+from attn_utils.transformer import make_transformer
+
+
+def _keys(n, seed=0):
+    return torch.randn(2, 3, 2, n, 4, generator=torch.Generator().manual_seed(seed))  # (blocks, batch, heads, n, dh)
+
+
+def _append(cache, new_k, new_v):
+    """One forward pass's worth of writes: every block appends its (batch, heads, T, dh)."""
+    grown = cache.extended(new_k.shape[3])
+    for i in range(new_k.shape[0]):
+        grown.update(i, new_k[i], new_v[i])
+    return grown
+
+
+def test_appending_gives_the_concatenation_without_copying_the_buffers_each_token():
+    k, v = _keys(3), _keys(3, 1)
+    cache = _append(KVCache.empty(2, 3, 2, 4), k, v)
+    buffers = [b.data_ptr() for b in cache._k]
+    for step in range(4):
+        new_k, new_v = _keys(1, 10 + step), _keys(1, 20 + step)
+        cache = _append(cache, new_k, new_v)
+        k, v = torch.cat([k, new_k], dim=3), torch.cat([v, new_v], dim=3)
+    assert torch.equal(cache.keys, k) and torch.equal(cache.values, v) and cache.length == cache.positions == 7
+    assert [b.data_ptr() for b in cache._k] == buffers  # written in place: room was there (capacity 16)
+
+
+def test_two_continuations_of_one_prefix_never_write_over_each_other():
+    prefix = _append(KVCache.empty(2, 3, 2, 4), _keys(3), _keys(3, 1))
+    first = _append(prefix, _keys(1, 2), _keys(1, 3))
+    second = _append(prefix, _keys(1, 4), _keys(1, 5))  # the same slot: copied, not overwritten
+    assert torch.equal(first.keys[:, :, :, 3], _keys(1, 2)[:, :, :, 0])
+    assert torch.equal(second.keys[:, :, :, 3], _keys(1, 4)[:, :, :, 0])
+    assert torch.equal(prefix.keys, _keys(3)) and prefix.length == 3
+
+
+def test_a_window_keeps_the_last_positions_and_the_buffer_stays_bounded():
+    cache = KVCache.empty(2, 3, 2, 4)
+    everything = torch.zeros(2, 3, 2, 0, 4)
+    for step in range(40):
+        new = _keys(1, step)
+        cache = _append(cache, new, new).kept(5)
+        everything = torch.cat([everything, new], dim=3)
+    assert torch.equal(cache.keys, everything[:, :, :, -5:]) and cache.length == 40 and cache.positions == 5
+    assert cache._k[0].shape[2] <= 32  # compacted when full, never grown with the text
+
+
+def test_reorder_picks_batch_rows_of_every_field():
+    cache = KVCache(_keys(3), _keys(3, 1), cross_keys=_keys(5, 2), cross_values=_keys(5, 3),
+                    source_lens=torch.tensor([5, 4, 2]))
+    index = torch.tensor([2, 2, 0])
+    picked = cache.reorder(index)
+    assert torch.equal(picked.keys, _keys(3)[:, index]) and torch.equal(picked.cross_values, _keys(5, 3)[:, index])
+    assert picked.source_lens.tolist() == [2, 2, 5] and picked.length == 3
+
+
+def test_bad_caches_are_named():
+    with pytest.raises(ValueError, match=r"\(num_blks, batch, kv_heads, positions, d / heads\), got \(3, 2, 4\)"):
+        KVCache(torch.zeros(3, 2, 4), torch.zeros(3, 2, 4))
+    with pytest.raises(ValueError, match="must have one shape"):
+        KVCache(_keys(3), _keys(4))
+    with pytest.raises(ValueError, match="at least its 3 positions"):
+        KVCache(_keys(3), _keys(3), 2)
+
+
+# --- one stack: the translator's decoder has the language model's options ---------------------------------------------
+
+TRANSLATOR_OPTIONS = [dict(), dict(position_scheme="rotary"), dict(position_scheme="alibi"),
+                      dict(position_scheme="rotary", window=3, num_kv_heads=2), dict(position_scheme="learned")]
+
+
+@pytest.mark.parametrize("options", TRANSLATOR_OPTIONS, ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()))
+def test_the_translator_decodes_with_the_cache_as_it_recomputes_for_every_option(options):
+    torch.manual_seed(0)
+    model = make_transformer(20, 21, 16, 32, 4, 2, **options).double().eval()
+    assert model.config["position_scheme"] == options.get("position_scheme", "sinusoidal")
+    src = torch.randint(3, 20, (3, 6), generator=torch.Generator().manual_seed(1))
+    lens, tgt = torch.tensor([6, 4, 2]), torch.randint(3, 21, (3, 7), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        state = model.decoder.init_state(model.encoder(src, lens), lens)
+        full, _ = model.decoder(tgt, state)
+        pieces = []
+        for t in range(tgt.shape[1]):
+            logits, state = model.decoder(tgt[:, t:t + 1], state)
+            pieces.append(logits)
+    torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=0, atol=1e-10)
+    kept = options.get("window") or 7
+    assert state.keys.shape == (2, 3, options.get("num_kv_heads", 4), kept, 4) and state.length == 7
+
+
+def test_the_encoder_with_alibi_adds_the_symmetric_bias_and_with_rotary_rotates_queries_and_keys():
+    bias = alibi_bias(2, 3, 3, symmetric=True)  # slopes 1/16 and 1/256
+    assert torch.equal(bias[0], -torch.tensor([[0.0, 1, 2], [1, 0, 1], [2, 1, 0]]) / 16)
+    X = torch.randn(2, 5, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    lens = torch.tensor([5, 3])
+    keep = torch.arange(5) < lens[:, None, None, None]  # (batch, 1, 1, keys)
+    for scheme in ("rotary", "alibi"):
+        torch.manual_seed(0)
+        block = make_transformer(20, 21, 16, 32, 4, 1, position_scheme=scheme).double().eval().encoder.blks[0]
+        mha = block.attention
+        q, (k, v) = mha.project_q(X), mha.project_kv(X, X)  # (2, 4, 5, 4)
+        extra = None
+        if scheme == "rotary":
+            q, k = apply_rotary(q), apply_rotary(k)
+        else:
+            extra = alibi_bias(4, 5, 5, symmetric=True).double()
+        mask = torch.zeros(2, 1, 1, 5, dtype=torch.float64).masked_fill(~keep, float("-inf"))
+        heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask if extra is None else mask + extra)
+        expected = X + mha.W_o(heads.transpose(1, 2).reshape(2, 5, 16))  # post-norm: LN(X + attention)
+        with torch.no_grad():
+            got = block._self_attention(X, lens, None) + X
+        torch.testing.assert_close(got, expected.detach(), rtol=0, atol=1e-10)
+
+
+def test_what_the_blocks_share_is_computed_once_per_forward_pass(monkeypatch):
+    calls = {"alibi": 0, "rotary": 0}
+
+    def counting(name, function):
+        def counted(*args, **kwargs):
+            calls[name] += 1
+            return function(*args, **kwargs)
+        return counted
+
+    monkeypatch.setattr(causal_attention, "alibi_bias", counting("alibi", causal_attention.alibi_bias))
+    monkeypatch.setattr(causal_attention, "rotary_cos_sin", counting("rotary", causal_attention.rotary_cos_sin))
+    tokens = torch.randint(1, 30, (2, 6), generator=torch.Generator().manual_seed(0))
+    for scheme in ("alibi", "rotary"):
+        model = CausalLanguageModel(30, 16, 32, 4, num_blks=3, position_scheme=scheme).eval()
+        with torch.no_grad():
+            _, cache = model(tokens)
+            model(tokens[:, :1], cache)
+        assert calls[scheme] == 2, f"{scheme}: {calls[scheme]} computations for 2 forward passes of 3 blocks"
