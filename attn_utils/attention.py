@@ -252,14 +252,24 @@ class DotProductAttention(ScoredAttention):
 
     NaN and inf give the same result on both paths (module docstring): masked keys and values never
     matter, a NaN a query uses makes its output NaN, and so does a +inf score (say, from an overflow).
+
+    ``kernel`` picks the fused path's kernel: ``"sdpa"`` (torch's ``scaled_dot_product_attention``, any
+    mask and bias) or ``"triton"`` (the course's FlashAttention-2, :mod:`attn_utils.triton_attention`:
+    valid lengths only, no bias and no boolean mask; on a CUDA GPU, or through Triton's interpreter
+    on the CPU). The NaN look of the module docstring is SDPA's path only.
     """
 
     same_size = True
+    KERNELS = ("sdpa", "triton")
 
-    def __init__(self, dropout: float, *, scale: float | None = None, fused: bool = True, **kwargs):
+    def __init__(self, dropout: float, *, scale: float | None = None, fused: bool = True, kernel: str = "sdpa",
+                 **kwargs):
         super().__init__(dropout, **kwargs)
+        if kernel not in self.KERNELS:
+            raise ValueError(f"kernel must be one of {self.KERNELS}, got {kernel!r}")
         self.scale = scale
         self.fused = fused
+        self.kernel = kernel
 
     def score(self, queries, keys):
         return dot_score(queries, keys, self.scale)
@@ -286,11 +296,23 @@ class DotProductAttention(ScoredAttention):
         if not self.fused or (self.training and self.dropout.p > 0):
             return super().forward(queries, keys, values, valid_lens, bias)
         check_attention_inputs(queries, keys, values, True, "DotProductAttention")
-        output = fused_dot_product_attention(queries, keys, values, valid_lens, self.scale, bias)
+        if self.kernel == "triton":
+            output = self._triton(queries, keys, values, valid_lens, bias)
+        else:
+            output = fused_dot_product_attention(queries, keys, values, valid_lens, self.scale, bias)
         queries, keys = queries.detach(), keys.detach()  # share storage (and version counters) with the inputs
         bias = None if bias is None else bias.detach()
         self._weights, self._saved = None, (queries, keys, valid_lens, bias, (queries._version, keys._version))
         return output
+
+
+    def _triton(self, queries, keys, values, valid_lens, bias):
+        from .triton_attention import triton_attention  # imports Triton on first use only
+
+        if bias is not None or (isinstance(valid_lens, torch.Tensor) and valid_lens.dtype == torch.bool):
+            raise ValueError("DotProductAttention(kernel='triton') takes valid lengths only, no bias and no boolean "
+                             "mask: build the layer with kernel='sdpa' for those")
+        return triton_attention(queries, keys, values, valid_lens, scale=self.scale)[0]
 
 
 class AdditiveAttention(ScoredAttention):

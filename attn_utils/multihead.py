@@ -94,11 +94,12 @@ class MultiHeadAttention(nn.Module):
     to the scores (ALiBi).
 
     ``num_kv_heads`` (default ``num_heads``): grouped-query attention, see the module docstring.
+    ``kernel``: ``DotProductAttention``'s fused kernel, ``"sdpa"`` or ``"triton"`` (lengths only).
     """
 
     def __init__(self, num_hiddens: int, num_heads: int, dropout: float, bias: bool = False, *,
                  query_size: int | None = None, key_size: int | None = None, value_size: int | None = None,
-                 fused: bool = True, num_kv_heads: int | None = None):
+                 fused: bool = True, num_kv_heads: int | None = None, kernel: str = "sdpa"):
         super().__init__()
         check_positive_int("num_hiddens", num_hiddens)
         for name, size in (("query_size", query_size), ("key_size", key_size), ("value_size", value_size)):
@@ -114,7 +115,7 @@ class MultiHeadAttention(nn.Module):
                              f"head serves an equal group of query heads), got {num_kv_heads!r}")
         self.num_hiddens, self.num_heads, self.num_kv_heads = num_hiddens, num_heads, num_kv_heads
         self.head_dim = num_hiddens // num_heads
-        self.attention = DotProductAttention(dropout, fused=fused)
+        self.attention = DotProductAttention(dropout, fused=fused, kernel=kernel)
         self.W_q = nn.Linear(query_size or num_hiddens, num_hiddens, bias=bias)
         self.W_k = nn.Linear(key_size or num_hiddens, num_kv_heads * self.head_dim, bias=bias)
         self.W_v = nn.Linear(value_size or num_hiddens, num_kv_heads * self.head_dim, bias=bias)

@@ -368,3 +368,34 @@ def test_cuda_matches_sdpa_at_1024(d, causal):
     assert_close(out, expected)
     for name, got, want in zip(("dq", "dk", "dv"), grads(out, (q, k, v)), grads(expected, (q, k, v))):
         assert_close(got, want, msg=name)
+
+
+# --- the switch: DotProductAttention and MultiHeadAttention on the Triton kernel ----------------------------------
+
+@pytest.mark.parametrize("device", [pytest.param("cpu", marks=interpreter), pytest.param("cuda", marks=cuda)])
+def test_multi_head_attention_on_the_triton_kernel_equals_it_on_sdpa(device):
+    from attn_utils import MultiHeadAttention
+
+    torch.manual_seed(0)
+    sdpa = MultiHeadAttention(32, 4, 0.0, num_kv_heads=2).to(device).eval()
+    triton = MultiHeadAttention(32, 4, 0.0, num_kv_heads=2, kernel="triton").to(device).eval()
+    triton.load_state_dict(sdpa.state_dict())
+    X = torch.randn(2, 19, 32, generator=torch.Generator().manual_seed(1)).to(device).requires_grad_()
+    lens = torch.tensor([19, 7], device=device)
+    expected, got = sdpa(X, X, X, lens), triton(X, X, X, lens)
+    assert_close(got, expected)
+    assert_close(torch.autograd.grad(got.sum(), X)[0], torch.autograd.grad(expected.sum(), X)[0])
+    assert_close(triton.attention_weights, sdpa.attention_weights)  # computed the same way, when read
+
+
+def test_the_triton_kernel_switch_refuses_what_it_cannot_compute():
+    from attn_utils import DotProductAttention
+
+    q = torch.randn(1, 2, 5, 8)
+    layer = DotProductAttention(0.0, kernel="triton").eval()
+    with pytest.raises(ValueError, match="valid lengths only"):
+        layer(q, q, q, causal_mask(5, 5))
+    with pytest.raises(ValueError, match="valid lengths only"):
+        layer(q, q, q, None, torch.zeros(5, 5))
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        DotProductAttention(0.0, kernel="flash")
