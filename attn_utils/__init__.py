@@ -34,12 +34,12 @@ chapter                                  modules                                
 11a GPT- and BERT-style models           ``language_models``, ``sampling``,           ``exercises.ch11_models``
                                          ``ngram``, ``data.moby_dick``,
                                          ``data.windows``
-11b Making attention fast                ``online_softmax``, ``fast_attention``,      ``exercises.ch11_fast``
-                                         ``triton_attention``
+11b Making attention fast                ``online_softmax``, ``fast_attention``       ``exercises.ch11_fast``
 11c Positions and heads in today's       ``rotary``, ``alibi``,                       ``exercises.ch11_modern``
     models                               ``causal_attention``,
                                          ``masking.sliding_window_mask``
 11d Induction heads                      ``induction``                                ``exercises.ch11_induction``
+11e FlashAttention on a GPU              ``triton_attention``                         ``exercises.ch11_kernel``
 shared: device and seed, model modes     ``device``, ``modes``
 shared: masks, argument checks           ``masking``, ``checks``
 shared: the losses                       ``losses``

@@ -21,6 +21,7 @@ function                       chapter     what it shows
 ``draw_transformer``           10          encoder–decoder stacks, post-norm and pre-norm side by side
 ``draw_kv_cache``              10          one decoding step with the self- and cross-attention caches
 ``draw_tiled_attention``       11b         the tiled loop: one tile of scores and the running m, l, O
+``draw_gpu_memory``            11e         a GPU's memory levels (H100), what FlashAttention keeps in each
 =============================  ==========  ================================================================
 """
 
@@ -639,4 +640,49 @@ def draw_tiled_attention(ax: Axes | None = None) -> Figure:
     ax.add_patch(FancyBboxPatch((x0, 1.35), 4.25, 1.65, boxstyle="round,pad=0,rounding_size=0.08",
                                 facecolor=COLORS["context"], edgecolor=COLORS["edge"], alpha=0.5))
     _arrow(ax, (col_x + size / 2 + 0.02, row_y), (x0 - 0.02, 2.2), color=COLORS["highlight"], rad=-0.2)
+    return fig
+
+
+# ----------------------------------------------------------------------------------------------
+# Chapter 11e: the GPU's memory hierarchy and FlashAttention's kernel
+# ----------------------------------------------------------------------------------------------
+
+#: the memory levels of an NVIDIA H100 SXM5 (NVIDIA's H100 whitepaper, 2022): (name, size, what the kernel
+#: keeps there); registers and shared memory are per streaming multiprocessor (SM), of which there are 132
+GPU_MEMORY_LEVELS = [
+    ("registers", "256 KB per SM",
+     r"$\mathbf{Q}_i$, $m_i$, $\ell_i$, $\tilde{\mathbf{O}}_i$ and the tile "
+     r"$\mathbf{S}_{ij}$, $\tilde{\mathbf{P}}_{ij}$"),
+    ("shared memory", "228 KB per SM", r"$\mathbf{K}_j, \mathbf{V}_j$ tiles, loaded ahead of use"),
+    ("L2 cache", "50 MB", r"$\mathbf{K}_j, \mathbf{V}_j$ read by many programs at once"),
+    ("HBM3", "80 GB", r"$\mathbf{Q}, \mathbf{K}, \mathbf{V}$ in, $\mathbf{O}, L$ out (explicit attention: "
+                      r"$\mathbf{S}, \mathbf{P}$ too)"),
+]
+
+
+def draw_gpu_memory(ax: Axes | None = None) -> Figure:
+    """The memory hierarchy of a GPU (chapter 11e, the section on FlashAttention's kernel), for an NVIDIA
+    H100 SXM5: registers and shared memory inside each of the 132 streaming multiprocessors (SMs), the L2
+    cache and the HBM that all SMs share, each level larger and slower than the one above it, and what
+    FlashAttention's forward kernel (``attn_utils.triton_attention``) keeps at each level: the running
+    ``m, l, Õ`` of one block of queries in registers, the key and value tiles in shared memory, and in HBM
+    only the inputs and outputs, where explicit attention also writes its n x n scores and weights."""
+    fig, ax = _canvas(ax, (7.8, 3.9))
+    _label(ax, 3.9, 3.65, "NVIDIA H100 SXM5: smaller and faster towards the top; what FlashAttention keeps where",
+           size=FONT["title"])
+    centre, height, ys = 1.55, 0.5, [2.85, 2.1, 1.2, 0.45]
+    widths = [1.5, 2.0, 2.5, 2.9]
+    colors = [COLORS["highlight"], COLORS["attention"], COLORS["context"], COLORS["input"]]
+    for (name, size, kept), y, w, color in zip(GPU_MEMORY_LEVELS, ys, widths, colors):
+        box = _box(ax, centre, y, w, height, "", "#f4b6b6" if color == COLORS["highlight"] else color)
+        _label(ax, box.x, y + 0.09, name, size=FONT["box"])
+        _label(ax, box.x, y - 0.12, size, size=FONT["tiny"])
+        _label(ax, 3.35, y, kept, ha="left", size=FONT["small"])
+        _arrow(ax, (box.right + 0.05, y), (3.28, y), lw=0.6, style="-")
+    # the two levels inside each SM, framed together
+    ax.add_patch(FancyBboxPatch((centre - 1.15, 1.68), 2.3, 1.5, boxstyle="round,pad=0,rounding_size=0.06",
+                                facecolor="none", edgecolor=COLORS["frame"], linestyle="--", linewidth=0.8))
+    _label(ax, centre, 3.32, "inside each of 132 SMs", size=FONT["tiny"], color=COLORS["frame"])
+    _label(ax, centre + 1.35, 0.86, "3.35 TB/s", size=FONT["tiny"], ha="left")
+    _arrow(ax, (centre + 1.3, 0.72), (centre + 1.3, 0.98), lw=0.8, style="<|-|>")
     return fig

@@ -35,6 +35,9 @@ KEY_LABELS = {
                       r"self_k, self_v: (blocks, batch, heads, $P$, $d$/heads)"],
     "draw_tiled_attention": [r"$\mathbf{Q}_i$", r"$\mathbf{K}_j, \mathbf{V}_j$",
                              r"$\mathbf{S}_{ij} = \tau\, \mathbf{Q}_i \mathbf{K}_j^\top$"],
+    "draw_gpu_memory": ["registers", "shared memory", "L2 cache", "HBM3", "256 KB per SM", "228 KB per SM",
+                        "50 MB", "80 GB", "3.35 TB/s", "inside each of 132 SMs",
+                        r"$\mathbf{K}_j, \mathbf{V}_j$ tiles, loaded ahead of use"],
 }
 FIGURES = sorted(name for name in dir(diagrams) if name.startswith("draw_"))
 

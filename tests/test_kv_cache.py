@@ -77,30 +77,8 @@ def test_bad_caches_are_named():
         KVCache(_keys(3), _keys(3), 2)
 
 
-# --- one stack: the translator's decoder has the language model's options ---------------------------------------------
-
-TRANSLATOR_OPTIONS = [dict(), dict(position_scheme="rotary"), dict(position_scheme="alibi"),
-                      dict(position_scheme="rotary", window=3, num_kv_heads=2), dict(position_scheme="learned")]
-
-
-@pytest.mark.parametrize("options", TRANSLATOR_OPTIONS, ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()))
-def test_the_translator_decodes_with_the_cache_as_it_recomputes_for_every_option(options):
-    torch.manual_seed(0)
-    model = make_transformer(20, 21, 16, 32, 4, 2, **options).double().eval()
-    assert model.config["position_scheme"] == options.get("position_scheme", "sinusoidal")
-    src = torch.randint(3, 20, (3, 6), generator=torch.Generator().manual_seed(1))
-    lens, tgt = torch.tensor([6, 4, 2]), torch.randint(3, 21, (3, 7), generator=torch.Generator().manual_seed(2))
-    with torch.no_grad():
-        state = model.decoder.init_state(model.encoder(src, lens), lens)
-        full, _ = model.decoder(tgt, state)
-        pieces = []
-        for t in range(tgt.shape[1]):
-            logits, state = model.decoder(tgt[:, t:t + 1], state)
-            pieces.append(logits)
-    torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=0, atol=1e-10)
-    kept = options.get("window") or 7
-    assert state.keys.shape == (2, 3, options.get("num_kv_heads", 4), kept, 4) and state.length == 7
-
+# --- one stack: the translator's encoder has the positions of the language models too ------------------------------
+# (the decoder's cached decoding with every option: tests/test_transformer.py)
 
 def test_the_encoder_with_alibi_adds_the_symmetric_bias_and_with_rotary_rotates_queries_and_keys():
     bias = alibi_bias(2, 3, 3, symmetric=True)  # slopes 1/16 and 1/256

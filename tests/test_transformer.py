@@ -115,9 +115,15 @@ def _model(seed=0, **kwargs):
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"norm_first": False}, {"tie_embeddings": False},
-                                    {"position_scheme": "learned"}])
+                                    {"position_scheme": "learned"}, {"position_scheme": "rotary"},
+                                    {"position_scheme": "alibi"},
+                                    {"position_scheme": "rotary", "window": 3, "num_kv_heads": 2}],
+                         ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()) or "default")
 def test_feeding_one_token_at_a_time_equals_one_call(kwargs):
+    """The one decoder stack and cache, with every option the language models have (rotary, ALiBi, windows,
+    grouped-query heads): the cache gives the logits of recomputation."""
     model = _model(4, **kwargs)
+    assert model.config["position_scheme"] == kwargs.get("position_scheme", "sinusoidal")
     state = model.decoder.init_state(model.encoder(SRC, SRC_LEN), SRC_LEN)
     full, _ = model.decoder(DEC_IN, state)
     steps = []
@@ -125,7 +131,8 @@ def test_feeding_one_token_at_a_time_equals_one_call(kwargs):
         logits, state = model.decoder(DEC_IN[:, t:t + 1], state)
         steps.append(logits)
     torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
-    assert state.keys.shape == (2, 3, HEADS, 6, D // HEADS) and state.length == 6  # every block cached 6 keys
+    kept = kwargs.get("window") or 6  # every block cached 6 keys, or the window's last 3
+    assert state.keys.shape == (2, 3, kwargs.get("num_kv_heads", HEADS), kept, D // HEADS) and state.length == 6
 
 
 def test_cached_decoding_gives_the_tokens_of_full_recomputation():
