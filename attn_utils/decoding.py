@@ -92,7 +92,8 @@ def greedy_decode(model, src: torch.Tensor, src_valid_len: torch.Tensor | None, 
         if attn is not None:
             attns.append(attn)
         X = X.unsqueeze(1)  # (batch, 1)
-        prefix = torch.cat([prefix, X], dim=1)
+        if not use_cache:
+            prefix = torch.cat([prefix, X], dim=1)
         if eos is not None:
             done = done | X[:, 0].eq(eos)
             if bool(done.all()):

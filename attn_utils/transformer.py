@@ -80,6 +80,14 @@ class AddNorm(nn.Module):
         return self(X, sublayer(X))
 
 
+def encoder_context(X: torch.Tensor, position_scheme: str, num_heads: int):
+    """The non-causal ``self_attention_context`` of an encoder's input ``X`` (batch, n, d): no mask, ALiBi's
+    symmetric bias or rotary's angles for positions 0 .. n - 1."""
+    return self_attention_context(X.shape[1], 0, 0, position_scheme=position_scheme, causal=False,
+                                  num_heads=num_heads, head_dim=X.shape[-1] // num_heads, device=X.device,
+                                  dtype=X.dtype)
+
+
 class TransformerEncoderBlock(nn.Module):
     """Self-attention then the FFN, each with its residual connection and layer norm (d2l's names).
 
@@ -102,9 +110,7 @@ class TransformerEncoderBlock(nn.Module):
         if self.position_scheme not in ("rotary", "alibi"):
             return self.attention(X, X, X, valid_lens)
         if context is None:
-            context = self_attention_context(X.shape[1], 0, 0, position_scheme=self.position_scheme, causal=False,
-                                             num_heads=self.attention.num_heads, head_dim=self.attention.head_dim,
-                                             device=X.device, dtype=X.dtype)
+            context = encoder_context(X, self.position_scheme, self.attention.num_heads)
         queries, (keys, values) = self.attention.project_q(X), self.attention.project_kv(X, X)
         if context.rotary is not None:
             queries, keys = rotate(queries, *context.rotary), rotate(keys, *context.rotary)
@@ -269,9 +275,7 @@ class TransformerEncoder(Encoder):
         X = embed_tokens(self, X)  # (batch, steps, d)
         context = None
         if self.position_scheme in ("rotary", "alibi"):  # once for every block
-            context = self_attention_context(X.shape[1], 0, 0, position_scheme=self.position_scheme, causal=False,
-                                             num_heads=self.num_heads, head_dim=self.num_hiddens // self.num_heads,
-                                             device=X.device, dtype=X.dtype)
+            context = encoder_context(X, self.position_scheme, self.num_heads)
         for blk in self.blks:
             X = blk(X, valid_lens, context)
         return self.final_norm(X)
