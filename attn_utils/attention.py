@@ -1,8 +1,8 @@
 """Attention layers that score every key, mask, softmax, and average the values.
 
 One function, :func:`attend`, computes every weighted average of the package: ``attend(scores,
-values, valid_lens=None, bias=None, dropout=None) -> (output, weights)``, the masked softmax of
-``scores + bias`` and the weighted sum of the values, by the NaN rule below. Every layer shares one
+values, valid_lens=None, attn_bias=None, dropout=None) -> (output, weights)``, the masked softmax of
+``scores + attn_bias`` and the weighted sum of the values, by the NaN rule below. Every layer shares one
 base, :class:`ScoredAttention`, whose ``forward(queries, keys, values, valid_lens=None)`` is
 ``attend(self.score(queries, keys), values, ...)`` with the weights kept as ``.attention_weights``
 and dropout on them (training mode only): a layer only says how it scores. The other weighted
@@ -16,7 +16,7 @@ that picks a score (``LuongDecoder(score=...)``, ``soft_lookup(score=...)``) nam
 Shapes: queries (batch, Q, query_size), keys (batch, K, key_size), values (batch, K, value_size)
 -> output (batch, Q, value_size); more leading dimensions (e.g. heads) work too. ``valid_lens``
 is ``None``, valid lengths (batch,) or (batch, Q), or a boolean mask broadcastable to the scores
-(batch, Q, K), ``True`` where a query may look (see :func:`attn_utils.masked_softmax`). ``bias``,
+(batch, Q, K), ``True`` where a query may look (see :func:`attn_utils.masked_softmax`). ``attn_bias``,
 a floating-point tensor broadcastable to the scores, is added to them before the softmax (ALiBi's
 distance penalty, for instance); masked keys stay masked whatever their bias.
 
@@ -50,7 +50,7 @@ from torch.nn import functional as F
 from torch.nn.modules.lazy import LazyModuleMixin
 
 from .checks import check_attention_inputs, check_positive_int, check_weights_dtype, checks_read_values
-from .masking import LOW_PRECISION_DTYPES, make_mask, masked_softmax, masked_softmax_visible
+from .masking import LOW_PRECISION_DTYPES, make_mask, masked_softmax, masked_softmax_visible, with_causal
 from .scoring import (
     additive_score,
     concat_score,
@@ -89,22 +89,35 @@ class ScoredAttention(nn.Module):
                 state[name] = None
         return state
 
-    def forward(self, queries, keys, values, valid_lens=None, bias=None):
+    def forward(self, queries, keys, values, valid_lens=None, attn_bias=None, *, causal: bool = False):
+        """``causal=True`` also masks the keys after each query, aligned bottom-right (``causal_mask``: the
+        queries are the last Q of the K positions), on top of ``valid_lens``."""
         check_attention_inputs(queries, keys, values, self.same_size, type(self).__name__)
         check_weights_dtype(self, queries, type(self).__name__)
+        check_causal(causal)
         keys = hide_unseen_keys(queries, keys, valid_lens)
-        output, self.attention_weights = attend(self.score(queries, keys), values, valid_lens, bias, self.dropout)
+        scores = self.score(queries, keys)
+        if causal:
+            valid_lens = with_causal(scores, valid_lens)
+        output, self.attention_weights = attend(scores, values, valid_lens, attn_bias, self.dropout)
         return output
 
 
-def attend(scores: torch.Tensor, values: torch.Tensor, valid_lens=None, bias: torch.Tensor | None = None,
+def check_causal(causal) -> None:
+    """Raise ``ValueError`` unless ``causal`` is True or False (a mask or a length belongs in ``valid_lens``)."""
+    if not isinstance(causal, bool):
+        raise ValueError(f"causal must be True or False (masks and lengths go in valid_lens), got "
+                         f"{type(causal).__name__}")
+
+
+def attend(scores: torch.Tensor, values: torch.Tensor, valid_lens=None, attn_bias: torch.Tensor | None = None,
            dropout=None) -> tuple[torch.Tensor, torch.Tensor]:
-    """The weighted average of the package: ``(output, weights)`` with ``weights = masked_softmax(scores + bias,
+    """The weighted average of the package: ``(output, weights)`` with ``weights = masked_softmax(scores + attn_bias,
     valid_lens)`` and ``output = weights @ values``.
 
     ``scores`` (..., Q, K) and ``values`` (..., K, v) give ``output`` (..., Q, v) and ``weights`` (..., Q, K).
     ``valid_lens`` takes every form :func:`attn_utils.masked_softmax` takes (lengths (batch,) or (batch, Q),
-    or a boolean mask broadcastable to the scores, ``True`` where a query may look); ``bias`` (optional) is a
+    or a boolean mask broadcastable to the scores, ``True`` where a query may look); ``attn_bias`` (optional) is a
     floating-point tensor broadcastable to the scores, added before the softmax. ``dropout`` (optional, a
     module such as ``nn.Dropout`` or any function of the weights) acts on the weights before they average the
     values; the weights returned are those before it, d2l's ``attention_weights``. A query with no visible key
@@ -114,7 +127,7 @@ def attend(scores: torch.Tensor, values: torch.Tensor, valid_lens=None, bias: to
     keys from the backward pass (``hide_unseen_keys``) before it scores them.
     """
     check_scores_values(scores, values)
-    weights, visible = masked_softmax_visible(add_bias(scores, bias), valid_lens)
+    weights, visible = masked_softmax_visible(add_bias(scores, attn_bias), valid_lens)
     return weighted_values(weights if dropout is None else dropout(weights), values, visible), weights
 
 
@@ -167,40 +180,43 @@ def all_finite(*tensors) -> bool:
     return bool(torch.stack([total.to(torch.float64) for total in sums]).isfinite().all())
 
 
-def finite_bias(bias) -> bool:
-    """Is ``bias`` free of NaN and +inf (-inf masks a key, and is fine)? One host sync; True for None."""
-    return bias is None or not isinstance(bias, torch.Tensor) or bool((bias < float("inf")).all())
+def finite_bias(attn_bias) -> bool:
+    """Is ``attn_bias`` free of NaN and +inf (-inf masks a key, and is fine)? One host sync; True for None."""
+    return attn_bias is None or not isinstance(attn_bias, torch.Tensor) or bool((attn_bias < float("inf")).all())
 
 
-def add_bias(scores: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """``scores + bias``, after checking that ``bias`` is a floating-point tensor that broadcasts to the
+def add_bias(scores: torch.Tensor, attn_bias: torch.Tensor | None) -> torch.Tensor:
+    """``scores + attn_bias``, after checking that ``attn_bias`` is a floating-point tensor that broadcasts to the
     scores without changing their shape."""
-    if bias is None:
+    if attn_bias is None:
         return scores
-    check_bias(bias, scores.shape)
-    return scores + bias.to(scores.dtype)
+    check_bias(attn_bias, scores.shape)
+    return scores + attn_bias.to(scores.dtype)
 
 
-def check_bias(bias, score_shape) -> None:
-    """Raise ``ValueError`` unless ``bias`` is a floating-point tensor broadcastable to ``score_shape``."""
-    if not isinstance(bias, torch.Tensor) or not bias.is_floating_point():
-        got = f"dtype {bias.dtype}" if isinstance(bias, torch.Tensor) else type(bias).__name__
-        raise ValueError(f"bias must be a floating-point tensor added to the scores, got {got}")
+def check_bias(attn_bias, score_shape) -> None:
+    """Raise ``ValueError`` unless ``attn_bias`` is a floating-point tensor broadcastable to ``score_shape``."""
+    if not isinstance(attn_bias, torch.Tensor) or not attn_bias.is_floating_point():
+        got = f"dtype {attn_bias.dtype}" if isinstance(attn_bias, torch.Tensor) else type(attn_bias).__name__
+        raise ValueError(f"attn_bias must be a floating-point tensor added to the scores, got {got}")
     try:
-        shape = torch.broadcast_shapes(bias.shape, score_shape)
+        shape = torch.broadcast_shapes(attn_bias.shape, score_shape)
     except RuntimeError:
         shape = None
     if shape != tuple(score_shape):
-        raise ValueError(f"bias of shape {tuple(bias.shape)} does not broadcast to scores of shape "
+        raise ValueError(f"attn_bias of shape {tuple(attn_bias.shape)} does not broadcast to scores of shape "
                          f"{tuple(score_shape)}")
 
 
-def fused_dot_product_attention(queries, keys, values, valid_lens=None, scale: float | None = None, bias=None):
-    """``softmax(scale * Q K^T + bias) V`` through ``F.scaled_dot_product_attention``, with our masks.
+def fused_dot_product_attention(queries, keys, values, valid_lens=None, scale: float | None = None, attn_bias=None,
+                                causal: bool = False):
+    """``softmax(scale * Q K^T + attn_bias) V`` through ``F.scaled_dot_product_attention``, with our masks.
 
-    ``valid_lens`` is taken in every form ``masked_softmax`` takes; ``bias`` (optional) is a float tensor
-    broadcastable to the ``(..., Q, K)`` scores. A query with no visible key gets a zero output,
-    whatever the torch version or backend would return for it (some give NaN).
+    ``valid_lens`` is taken in every form ``masked_softmax`` takes; ``attn_bias`` (optional) is a float tensor
+    broadcastable to the ``(..., Q, K)`` scores. ``causal=True`` masks later keys, aligned bottom-right
+    (``with_causal``); with no other mask or bias and as many queries as keys it is SDPA's own ``is_causal``,
+    which never builds the mask and lets a GPU use its FlashAttention kernels. A query with no visible
+    key gets a zero output, whatever the torch version or backend would return for it (some give NaN).
 
     torch's kernel lets a NaN or inf in a masked key or value leak into every output (masking adds
     -inf to a NaN score; 0 * NaN = NaN). So when an input holds NaN or inf (or the bias NaN or +inf),
@@ -208,28 +224,32 @@ def fused_dot_product_attention(queries, keys, values, valid_lens=None, scale: f
     (the common case) cost one sum of each. On an accelerator that look is only taken under
     ``strict_checks()`` (module docstring): by default the call never waits for the device.
     """
-    looked = checks_read_values(queries, keys, values, bias)  # the CPU, or strict checks on an accelerator
-    if looked and not (finite_bias(bias) and all_finite(queries, keys, values)):
-        return attend(dot_score(queries, hide_unseen_keys(queries, keys, valid_lens), scale), values, valid_lens,
-                      bias)[0]
+    check_causal(causal)
     # A stride-0 stand-in for the (..., Q, K) scores, only so make_mask can read their shape.
     score_shape = torch.empty((), device=queries.device).expand(*queries.shape[:-1], keys.shape[-2])
+    is_causal = causal and valid_lens is None and attn_bias is None and queries.shape[-2] == keys.shape[-2]
+    looked = checks_read_values(queries, keys, values, attn_bias)  # the CPU, or strict checks on an accelerator
+    if causal and not is_causal:
+        valid_lens = with_causal(score_shape, valid_lens)  # one boolean mask, or None
+    if looked and not (finite_bias(attn_bias) and all_finite(queries, keys, values)):
+        lens = with_causal(score_shape, valid_lens) if is_causal else valid_lens
+        return attend(dot_score(queries, hide_unseen_keys(queries, keys, lens), scale), values, lens, attn_bias)[0]
     mask = make_mask(score_shape, valid_lens, within_keys=True)  # None, or bool broadcastable to (..., Q, K)
     visible = None
     if mask is not None:
         visible = mask.any(dim=-1, keepdim=True)  # (..., Q or 1, 1): does the row see any key?
         mask = mask | ~visible  # a fully masked row may look everywhere (finite), and is zeroed below
-    if bias is not None:
-        check_bias(bias, score_shape.shape)
-        bias = bias.to(device=queries.device, dtype=queries.dtype)
-        mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))  # one additive mask
+    if attn_bias is not None:
+        check_bias(attn_bias, score_shape.shape)
+        attn_bias = attn_bias.to(device=queries.device, dtype=queries.dtype)
+        mask = attn_bias if mask is None else attn_bias.masked_fill(~mask, float("-inf"))  # one additive mask
     unbatched_heads = queries.dim() == 3
     if unbatched_heads:
         # (batch, n, d) -> (batch, 1, n, d): torch's fast CPU kernel takes (batch, heads, n, d) only
         queries, keys, values = queries.unsqueeze(1), keys.unsqueeze(1), values.unsqueeze(1)
         if mask is not None and mask.dim() == 3:
             mask = mask.unsqueeze(1)  # (batch, Q or 1, K) -> (batch, 1, Q or 1, K)
-    output = F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask, scale=scale)
+    output = F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask, scale=scale, is_causal=is_causal)
     if unbatched_heads:
         output = output.squeeze(1)  # (batch, Q, v)
     return output if visible is None else output.masked_fill(~visible, 0.0)  # +0.0, and no gradient
@@ -277,14 +297,16 @@ class DotProductAttention(ScoredAttention):
     @property
     def attention_weights(self):
         if self._weights is None and self._saved is not None:
-            queries, keys, valid_lens, bias, versions = self._saved
+            queries, keys, valid_lens, attn_bias, causal, versions = self._saved
             if (queries._version, keys._version) != versions:
                 raise RuntimeError(
                     "the queries or keys of the last forward pass were modified in place since (e.g. by an "
                     "optimizer step), so its attention weights can no longer be computed; read "
                     ".attention_weights before changing them, or build the layer with fused=False"
                 )
-            self._weights = masked_softmax(add_bias(self.score(queries, keys), bias), valid_lens)
+            scores = self.score(queries, keys)
+            self._weights = masked_softmax(add_bias(scores, attn_bias),
+                                           with_causal(scores, valid_lens) if causal else valid_lens)
             self._saved = None
         return self._weights
 
@@ -292,27 +314,41 @@ class DotProductAttention(ScoredAttention):
     def attention_weights(self, value):
         self._weights, self._saved = value, None
 
-    def forward(self, queries, keys, values, valid_lens=None, bias=None):
+    def forward(self, queries, keys, values, valid_lens=None, attn_bias=None, *, causal: bool = False):
         if not self.fused or (self.training and self.dropout.p > 0):
-            return super().forward(queries, keys, values, valid_lens, bias)
+            return super().forward(queries, keys, values, valid_lens, attn_bias, causal=causal)
         check_attention_inputs(queries, keys, values, True, "DotProductAttention")
+        check_causal(causal)
         if self.kernel == "triton":
-            output = self._triton(queries, keys, values, valid_lens, bias)
+            output = self._triton(queries, keys, values, valid_lens, attn_bias, causal)
         else:
-            output = fused_dot_product_attention(queries, keys, values, valid_lens, self.scale, bias)
+            output = fused_dot_product_attention(queries, keys, values, valid_lens, self.scale, attn_bias, causal)
         queries, keys = queries.detach(), keys.detach()  # share storage (and version counters) with the inputs
-        bias = None if bias is None else bias.detach()
-        self._weights, self._saved = None, (queries, keys, valid_lens, bias, (queries._version, keys._version))
+        attn_bias = None if attn_bias is None else attn_bias.detach()
+        self._weights, self._saved = None, (queries, keys, valid_lens, attn_bias, causal,
+                                            (queries._version, keys._version))
         return output
 
 
-    def _triton(self, queries, keys, values, valid_lens, bias):
+    def _triton(self, queries, keys, values, valid_lens, attn_bias, causal):
         from .triton_attention import triton_attention  # imports Triton on first use only
 
-        if bias is not None or (isinstance(valid_lens, torch.Tensor) and valid_lens.dtype == torch.bool):
-            raise ValueError("DotProductAttention(kernel='triton') takes valid lengths only, no bias and no boolean "
-                             "mask: build the layer with kernel='sdpa' for those")
-        return triton_attention(queries, keys, values, valid_lens, scale=self.scale)[0]
+        if attn_bias is not None or (isinstance(valid_lens, torch.Tensor) and valid_lens.dtype == torch.bool):
+            raise ValueError("DotProductAttention(kernel='triton') takes valid lengths only, no attn_bias and no "
+                             "boolean mask: build the layer with kernel='sdpa' for those")
+        return triton_attention(queries, keys, values, valid_lens, causal=causal, scale=self.scale)[0]
+
+
+def set_attention_kernel(model: nn.Module, kernel: str) -> nn.Module:
+    """Switch every ``DotProductAttention`` inside ``model`` (its ``MultiHeadAttention`` layers') to ``kernel``,
+    ``"sdpa"`` or ``"triton"``; returns ``model``. The weights do not change, only how attention is computed:
+    e.g. a ``CausalLanguageModel`` without ALiBi or a window runs on the Triton kernel of section 11.5."""
+    if kernel not in DotProductAttention.KERNELS:
+        raise ValueError(f"kernel must be one of {DotProductAttention.KERNELS}, got {kernel!r}")
+    for module in model.modules():
+        if isinstance(module, DotProductAttention):
+            module.kernel = kernel
+    return model
 
 
 class AdditiveAttention(ScoredAttention):
@@ -323,19 +359,19 @@ class AdditiveAttention(ScoredAttention):
     Either way they are built, and draw their initial weights, in the order the score uses them: ``W_q``,
     ``W_k``, then ``w_v``. The state dict holds d2l's keys, ``W_q.weight``, ``W_k.weight`` and
     ``w_v.weight`` (d2l lists ``W_k`` first; state dicts load by name, in both directions).
-    ``bias=True`` gives ``W_q`` a bias vector ``b`` (one more key, ``W_q.bias``), so the score is
+    ``use_bias=True`` gives ``W_q`` a bias vector ``b`` (one more key, ``W_q.bias``), so the score is
     ``w_v^T tanh(W_q q + b + W_k k)``: without it the score is odd, ``s(-q, -k) = -s(q, k)``
     (chapter 3 shows what that costs on data that look the same with every sign flipped).
     ``project_keys`` and ``score_projected`` split the score for callers that score many queries
     against the same keys: ``W_k k`` is computed once.
     """
 
-    def __init__(self, num_hiddens: int, dropout: float, bias: bool = False, *, query_size: int | None = None,
+    def __init__(self, num_hiddens: int, dropout: float, use_bias: bool = False, *, query_size: int | None = None,
                  key_size: int | None = None, **kwargs):
         super().__init__(dropout, **kwargs)
         check_positive_int("num_hiddens", num_hiddens)
         sized = check_sizes(query_size, key_size)
-        self.W_q = linear_map(query_size, num_hiddens, bias)
+        self.W_q = linear_map(query_size, num_hiddens, use_bias)
         self.W_k = linear_map(key_size, num_hiddens, False)
         self.w_v = linear_map(num_hiddens if sized else None, 1, False)
 
@@ -365,11 +401,11 @@ def check_sizes(query_size: int | None, key_size: int | None) -> bool:
     return query_size is not None
 
 
-def linear_map(in_features: int | None, out_features: int, bias: bool) -> nn.Module:
+def linear_map(in_features: int | None, out_features: int, use_bias: bool) -> nn.Module:
     """``nn.Linear(in_features, out_features)``, or ``nn.LazyLinear(out_features)`` when ``in_features`` is None."""
     if in_features is None:
-        return nn.LazyLinear(out_features, bias=bias)
-    return nn.Linear(in_features, out_features, bias=bias)
+        return nn.LazyLinear(out_features, bias=use_bias)
+    return nn.Linear(in_features, out_features, bias=use_bias)
 
 
 def check_built_for(layer: nn.Module, linear: nn.Module, size: int, what: str, queries, keys) -> None:
@@ -431,17 +467,17 @@ def scaled(scores: torch.Tensor, scale: float) -> torch.Tensor:
 class ConcatAttention(ScoredAttention):
     """Luong's concat attention, ``v_a^T tanh(W_a [q; k])`` (Bahdanau's additive form with one matrix).
 
-    The state dict holds ``W_a.weight`` and ``v_a.weight``; ``bias=True`` adds ``W_a.bias``, the
-    same as ``AdditiveAttention(bias=True)``'s ``W_q.bias``. Lazy, or built at once given
+    The state dict holds ``W_a.weight`` and ``v_a.weight``; ``use_bias=True`` adds ``W_a.bias``, the
+    same as ``AdditiveAttention(use_bias=True)``'s ``W_q.bias``. Lazy, or built at once given
     ``query_size`` and ``key_size`` (``W_a`` first, as the lazy layer draws them at its first call).
     """
 
-    def __init__(self, num_hiddens: int, dropout: float = 0.0, bias: bool = False, *,
+    def __init__(self, num_hiddens: int, dropout: float = 0.0, use_bias: bool = False, *,
                  query_size: int | None = None, key_size: int | None = None, **kwargs):
         super().__init__(dropout, **kwargs)
         check_positive_int("num_hiddens", num_hiddens)
         sized = check_sizes(query_size, key_size)
-        self.W_a = linear_map(query_size + key_size if sized else None, num_hiddens, bias)
+        self.W_a = linear_map(query_size + key_size if sized else None, num_hiddens, use_bias)
         self.v_a = linear_map(num_hiddens if sized else None, 1, False)
 
     def score(self, queries, keys):

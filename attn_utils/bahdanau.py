@@ -43,7 +43,7 @@ class BahdanauDecoder(Decoder):
     ``2 * num_hiddens`` units maxed in pairs) and ``W_o`` (vocabulary). The encoder has ``num_hiddens``
     units per direction, so annotations have ``2 * num_hiddens``.
 
-    State: ``(annotations (batch, src, 2h), U_a annotations (batch, src, a), src_valid_len
+    State: ``(annotations (batch, src, 2h), U_a annotations (batch, src, a), src_valid_lens
     (batch,), s (batch, h))``. After ``forward``, ``attention_weights`` is ``(batch, steps, src)``.
     """
 
@@ -66,13 +66,13 @@ class BahdanauDecoder(Decoder):
         self.W_o = nn.Linear(h, vocab_size)
         self.apply(init_seq2seq)
 
-    def init_state(self, enc_all_outputs, src_valid_len=None, *args):
+    def init_state(self, enc_all_outputs, src_valid_lens=None, *args):
         outputs, state = enc_all_outputs  # (src, batch, 2h), (2 * layers, batch, h)
         if outputs.shape[-1] != 2 * self.num_hiddens:
             raise ValueError(f"BahdanauDecoder(num_hiddens={self.num_hiddens}) expects annotations of size "
                              f"{2 * self.num_hiddens} from a bidirectional encoder, got {tuple(outputs.shape)}")
         annotations = outputs.transpose(0, 1)  # (batch, src, 2h)
-        lens = source_lengths(src_valid_len, annotations.shape[0], annotations.shape[1], annotations.device)
+        lens = source_lengths(src_valid_lens, annotations.shape[0], annotations.shape[1], annotations.device)
         s0 = torch.tanh(self.W_s(state[-1]))  # the last layer's backward state, ←h_1: (batch, h)
         return annotations, self.attention.project_keys(annotations), lens, s0  # U_a h_j: (batch, src, a)
 

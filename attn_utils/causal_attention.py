@@ -24,7 +24,7 @@ from typing import NamedTuple
 import torch
 
 from .alibi import alibi_bias
-from .masking import causal_mask, sliding_window_mask
+from .masking import sliding_window_mask
 from .rotary import rotary_cos_sin, rotate
 
 POSITION_SCHEMES = ("sinusoidal", "learned", "rotary", "alibi")
@@ -41,12 +41,14 @@ def check_position_scheme(position_scheme: str, window=None) -> None:
 
 class SelfAttentionContext(NamedTuple):
     """What the self-attention of every block needs for ``T`` new tokens after ``P`` cached ones:
-    ``mask`` ``(T, P + T)`` or ``None`` (nothing masked), ``bias`` (ALiBi's ``(heads, T, P + T)``) or
-    ``None``, ``rotary`` (``(cos, sin)``, each ``(T, d / heads / 2)``) or ``None``."""
+    ``mask`` ``(T, P + T)`` (a sliding window) or ``None``; ``causal``, True when the attention itself masks
+    later keys (``MultiHeadAttention``'s ``causal=True``: no mask is built); ``attn_bias`` (ALiBi's
+    ``(heads, T, P + T)``) or ``None``; ``rotary`` (``(cos, sin)``, each ``(T, d / heads / 2)``) or ``None``."""
 
     mask: torch.Tensor | None
-    bias: torch.Tensor | None
+    attn_bias: torch.Tensor | None
     rotary: tuple[torch.Tensor, torch.Tensor] | None
+    causal: bool = False
 
 
 def self_attention_context(T: int, P: int, offset: int, *, position_scheme: str = "sinusoidal",
@@ -54,25 +56,23 @@ def self_attention_context(T: int, P: int, offset: int, *, position_scheme: str 
                            dtype=torch.float32, causal: bool = True) -> SelfAttentionContext:
     """The ``SelfAttentionContext`` of ``T`` tokens at positions ``offset .. offset + T - 1`` that follow
     ``P`` cached positions (the last P before ``offset``), computed once per forward pass.
-    ``causal=False`` (an encoder's self-attention: P = 0, every position sees every other) gives no mask
-    and ALiBi's symmetric bias ``-slope * |i - j|``; ``window`` is for causal attention only."""
+    Causal attention without a window builds no mask: it is left to the attention (``causal`` in the
+    context). ``causal=False`` (an encoder's self-attention: P = 0, every position sees every other) gives
+    no mask and ALiBi's symmetric bias ``-slope * |i - j|``; ``window`` is for causal attention only."""
     check_position_scheme(position_scheme, window)
-    if not causal:
-        if window is not None or P:
-            raise ValueError("an encoder's (non-causal) self-attention has no window and no cache")
-        mask = None
-    elif window is None:
-        mask = None if T == 1 else causal_mask(T, P + T, device)
-    else:
-        mask = None if T == 1 and window >= P + T else sliding_window_mask(T, P + T, window, device)
-    bias = None
+    if not causal and (window is not None or P):
+        raise ValueError("an encoder's (non-causal) self-attention has no window and no cache")
+    mask = None
+    if window is not None and not (T == 1 and window >= P + T):
+        mask = sliding_window_mask(T, P + T, window, device)  # causal too
+    attn_bias = None
     if position_scheme == "alibi":
-        bias = alibi_bias(num_heads, T, P + T, device, symmetric=not causal)  # (heads, T, P + T)
+        attn_bias = alibi_bias(num_heads, T, P + T, device, symmetric=not causal)  # (heads, T, P + T)
     rotary = None
     if position_scheme == "rotary":
         where = torch.arange(offset, offset + T, device=device)
         rotary = rotary_cos_sin(where, head_dim, dtype=torch.float64 if dtype == torch.float64 else torch.float32)
-    return SelfAttentionContext(mask, bias, rotary)
+    return SelfAttentionContext(mask, attn_bias, rotary, causal=causal and mask is None)
 
 
 def causal_self_attention(attention, X, cache=None, block: int = 0, context: SelfAttentionContext | None = None,
@@ -98,4 +98,4 @@ def causal_self_attention(attention, X, cache=None, block: int = 0, context: Sel
         queries, keys = rotate(queries, *context.rotary), rotate(keys, *context.rotary)
     if cache is not None:
         keys, values = cache.update(block, keys, values)  # (batch, kv_heads, P + T, dh): the cached ones, then these
-    return attention.attend_heads(queries, keys, values, context.mask, context.bias)
+    return attention.attend_heads(queries, keys, values, context.mask, context.attn_bias, causal=context.causal)

@@ -48,8 +48,8 @@ BOOK_RECIPES = {
     "Luong dot": Recipe("Luong dot", _LUONG, _RNN),
     "Luong general": Recipe("Luong general", _LUONG, _RNN),
     "Luong concat": Recipe("Luong concat", {"num_layers": 1}, _RNN),
-    "Luong local-m": Recipe("Luong local-m", {**_LUONG, "window": 2}, _RNN),
-    "Luong local-p": Recipe("Luong local-p", {**_LUONG, "window": 2}, _RNN),
+    "Luong local-m": Recipe("Luong local-m", {**_LUONG, "half_width": 2}, _RNN),
+    "Luong local-p": Recipe("Luong local-p", {**_LUONG, "half_width": 2}, _RNN),
     "Luong general, unscaled": Recipe("Luong general", {"num_layers": 1}, _RNN),
     "Luong uniform": Recipe("Luong uniform", {"num_layers": 1}, _RNN),
     "Luong general, 2 layers": Recipe("Luong general", {**_LUONG, "num_layers": 2}, _RNN),
@@ -70,7 +70,7 @@ def book_settings(name: str, max_steps: int = BOOK_STEPS) -> dict:
 
 
 def build_and_train(name: str, data, *, embed_size: int = 256, num_hiddens: int = 256, num_layers: int = 1,
-                    window: int = 2, seed: int = 0, device=None, translator: str | None = None,
+                    half_width: int = 2, seed: int = 0, device=None, translator: str | None = None,
                     **kwargs) -> tuple[EncoderDecoder, History]:
     """Build ``TRANSLATORS[translator or name]`` from seed ``seed`` and train it: ``(model, history)``.
 
@@ -80,7 +80,7 @@ def build_and_train(name: str, data, *, embed_size: int = 256, num_hiddens: int 
     set_seed(seed)
     device = get_device() if device is None else device
     options = {key: kwargs.pop(key) for key in MODEL_OPTIONS if key in kwargs}
-    model = build_translator(translator or name, data, embed_size, num_hiddens, num_layers, window, device,
+    model = build_translator(translator or name, data, embed_size, num_hiddens, num_layers, half_width, device,
                              **options)
     return model, train_seq2seq(model, data, seed=seed, **{"eval_points": 0, **kwargs})
 

@@ -23,12 +23,12 @@ class Decoded:
     attention: list[torch.Tensor] | None
 
 
-def _check(src, src_valid_len, max_len):
+def _check(src, src_valid_lens, max_len):
     if not isinstance(src, torch.Tensor) or src.dim() != 2:
         raise ValueError(f"src must be a tensor of token indices (batch, steps), got "
                          f"{tuple(src.shape) if isinstance(src, torch.Tensor) else type(src).__name__}")
-    if src_valid_len is not None and tuple(src_valid_len.shape) != (src.shape[0],):
-        raise ValueError(f"src_valid_len must have shape ({src.shape[0]},), got {tuple(src_valid_len.shape)}")
+    if src_valid_lens is not None and tuple(src_valid_lens.shape) != (src.shape[0],):
+        raise ValueError(f"src_valid_lens must have shape ({src.shape[0]},), got {tuple(src_valid_lens.shape)}")
     if not isinstance(max_len, int) or max_len < 1:
         raise ValueError(f"max_len must be a positive int, got {max_len!r}")
 
@@ -41,8 +41,8 @@ def _step_attention(decoder):
     return weights.detach()[:, -1]  # (batch, steps=1, source_steps) -> (batch, source_steps)
 
 
-def _start(model, src, src_valid_len):
-    args = () if src_valid_len is None else (src_valid_len,)
+def _start(model, src, src_valid_lens):
+    args = () if src_valid_lens is None else (src_valid_lens,)
     enc_all_outputs = model.encoder(src, *args)
     return model.decoder.init_state(enc_all_outputs, *args)
 
@@ -62,7 +62,7 @@ def _cut(seq: list[int], eos: int) -> int:
 
 
 @torch.no_grad()
-def greedy_decode(model, src: torch.Tensor, src_valid_len: torch.Tensor | None, bos: int, eos: int | None,
+def greedy_decode(model, src: torch.Tensor, src_valid_lens: torch.Tensor | None, bos: int, eos: int | None,
                   max_len: int, *, use_cache: bool = True) -> Decoded:
     """Feed back the most probable token at every step, for a whole batch at once.
 
@@ -72,10 +72,10 @@ def greedy_decode(model, src: torch.Tensor, src_valid_len: torch.Tensor | None, 
     (a Transformer's key-value cache); without, each step re-runs the decoder on the whole prefix
     from the state ``init_state`` made (the same tokens, slower: chapter 10 times the two).
     """
-    _check(src, src_valid_len, max_len)
+    _check(src, src_valid_lens, max_len)
     model.eval()
     batch, device = src.shape[0], src.device
-    state = fresh = _start(model, src, src_valid_len)
+    state = fresh = _start(model, src, src_valid_lens)
     X = prefix = torch.full((batch, 1), bos, dtype=torch.long, device=device)
     done = torch.zeros(batch, dtype=torch.bool, device=device)
     tokens, logps, attns = [], [], []
@@ -111,7 +111,7 @@ def greedy_decode(model, src: torch.Tensor, src_valid_len: torch.Tensor | None, 
 
 
 @torch.no_grad()
-def beam_search(model, src: torch.Tensor, src_valid_len: torch.Tensor | None, bos: int, eos: int,
+def beam_search(model, src: torch.Tensor, src_valid_lens: torch.Tensor | None, bos: int, eos: int,
                 max_len: int, beam_size: int = 4, alpha: float = 0.0) -> Decoded:
     """Keep the ``beam_size`` most probable prefixes at every step, for a whole batch at once.
 
@@ -121,12 +121,12 @@ def beam_search(model, src: torch.Tensor, src_valid_len: torch.Tensor | None, bo
     (length = tokens emitted, ``<eos>`` included; ``alpha=0``: the most probable). The returned
     score is the unnormalised log-probability. With ``beam_size=1`` this is greedy decoding.
     """
-    _check(src, src_valid_len, max_len)
+    _check(src, src_valid_lens, max_len)
     if not isinstance(beam_size, int) or beam_size < 1:
         raise ValueError(f"beam_size must be a positive int, got {beam_size!r}")
     model.eval()
     batch, device, K = src.shape[0], src.device, beam_size
-    state = _start(model, src, src_valid_len)
+    state = _start(model, src, src_valid_lens)
     state = model.decoder.reorder_state(state, torch.arange(batch, device=device).repeat_interleave(K))
     scores = torch.full((batch, K), float("-inf"), device=device)
     scores[:, 0] = 0.0  # all beams start as the same empty prefix: keep one of them
@@ -178,9 +178,9 @@ def beam_search(model, src: torch.Tensor, src_valid_len: torch.Tensor | None, bo
     return Decoded(out_tokens, out_scores, out_attn)
 
 
-def decode(model, src, src_valid_len, bos: int, eos: int, max_len: int, beam_size: int = 1,
+def decode(model, src, src_valid_lens, bos: int, eos: int, max_len: int, beam_size: int = 1,
            alpha: float = 0.0) -> Decoded:
     """Greedy decoding for ``beam_size=1``, beam search otherwise."""
     if beam_size == 1:
-        return greedy_decode(model, src, src_valid_len, bos, eos, max_len)
-    return beam_search(model, src, src_valid_len, bos, eos, max_len, beam_size, alpha)
+        return greedy_decode(model, src, src_valid_lens, bos, eos, max_len)
+    return beam_search(model, src, src_valid_lens, bos, eos, max_len, beam_size, alpha)

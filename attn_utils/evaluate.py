@@ -67,10 +67,10 @@ def translate(model, sentences, data, beam_size: int = 1, alpha: float = 0.0, ma
         raise ValueError("translate expects a list of sentences, got a single string (wrap it in a list)")
     device = model_device(model) if device is None else torch.device(device)
     max_len = data.num_steps if max_len is None else max_len
-    src, _, src_valid_len, _ = data.build(list(sentences))
+    src, _, src_valid_lens, _ = data.build(list(sentences))
     sources = [s if isinstance(s, (list, tuple)) else data.tokenize(s) for s in sentences]
     by_length = defaultdict(list)
-    for i, n in enumerate(src_valid_len.tolist()):
+    for i, n in enumerate(src_valid_lens.tolist()):
         by_length[n].append(i)
     results: list[Translation | None] = [None] * len(sources)
     vocab = data.tgt_vocab
@@ -78,7 +78,7 @@ def translate(model, sentences, data, beam_size: int = 1, alpha: float = 0.0, ma
         for start in range(0, len(indices), batch_size):
             chunk = indices[start:start + batch_size]
             X = src[chunk, :n].to(device)  # (chunk, n): equal lengths, no padding
-            lens = src_valid_len[chunk].to(device)
+            lens = src_valid_lens[chunk].to(device)
             out = decode(model, X, lens, vocab.bos, vocab.eos, max_len, beam_size, alpha)
             for j, i in enumerate(chunk):
                 attn = None if out.attention is None else out.attention[j]
@@ -141,13 +141,13 @@ def forced_attention(model, data, split: str = "test", batch_size: int = 256, de
     if not getattr(model.decoder, "has_attention", False):
         raise ValueError(f"{type(model.decoder).__name__} has no attention weights to read (has_attention is False)")
     device = model_device(model) if device is None else torch.device(device)
-    src, dec_input, src_valid_len, _ = data.arrays(split)
+    src, dec_input, src_valid_lens, _ = data.arrays(split)
     pairs = data.pairs(split)
     model.eval()
     matrices = []
     for start in range(0, len(pairs), batch_size):
         rows = slice(start, start + batch_size)
-        model(src[rows].to(device), dec_input[rows].to(device), src_valid_len[rows].to(device))
+        model(src[rows].to(device), dec_input[rows].to(device), src_valid_lens[rows].to(device))
         weights = model.decoder.attention_weights.detach().float().cpu()  # (batch, tgt_steps, src_steps)
         for k, w in enumerate(weights, start=start):
             matrices.append(w[:len(pairs.tgt[k]) + 1, :len(pairs.src[k]) + 1])
@@ -165,7 +165,7 @@ def alignment_error(model, data, split: str = "test", **kwargs) -> float:
     if pairs.alignments is None:
         raise ValueError(f"the {data.source!r} corpus has no gold alignments; use source='grammar' or 'dates'")
     attention = forced_attention(model, data, split, **kwargs)
-    return attention_aer(attention, pairs.alignments, src_lens=[len(s) for s in pairs.src])
+    return attention_aer(attention, pairs.alignments, src_valid_lens=[len(s) for s in pairs.src])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ second time, so that the two never write over each other.
 
 A translator's cache also holds the source side: ``cross_keys`` and ``cross_values``, each block's
 projection of the encoder's outputs, ``(num_blks, batch, heads, S, d / heads)``, computed once per
-sentence, and ``source_lens``, the source's valid lengths ``(batch,)``.
+sentence, and ``src_valid_lens``, the source's valid lengths ``(batch,)``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import torch
 class KVCache:
     """Keys and values per block, for the positions seen so far (see the module docstring).
 
-    ``KVCache(keys, values, length=None, *, cross_keys=None, cross_values=None, source_lens=None)``
+    ``KVCache(keys, values, length=None, *, cross_keys=None, cross_values=None, src_valid_lens=None)``
     takes ``keys`` and ``values`` ``(num_blks, batch, kv_heads, P, d / heads)``; ``length`` is the
     number of tokens seen (the position of the next one), at least P (more when a sliding window
     dropped the earliest ones; default P).
@@ -40,7 +40,7 @@ class KVCache:
 
     def __init__(self, keys: torch.Tensor, values: torch.Tensor, length: int | None = None, *,
                  cross_keys: torch.Tensor | None = None, cross_values: torch.Tensor | None = None,
-                 source_lens: torch.Tensor | None = None):
+                 src_valid_lens: torch.Tensor | None = None):
         for name, t in (("keys", keys), ("values", values)):
             if not isinstance(t, torch.Tensor) or t.dim() != 5:
                 got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
@@ -57,13 +57,13 @@ class KVCache:
         self._start, self._end = 0, keys.shape[3]  # this cache's positions: buffer slots start .. end - 1
         self._claimed = [self._end]  # shared by the caches of one buffer: the last slot any of them wrote
         self.length = length
-        self.cross_keys, self.cross_values, self.source_lens = cross_keys, cross_values, source_lens
+        self.cross_keys, self.cross_values, self.src_valid_lens = cross_keys, cross_values, src_valid_lens
 
     @classmethod
     def empty(cls, num_blks: int, batch: int, kv_heads: int, head_dim: int, device=None, dtype=None,
               **source) -> KVCache:
         """A cache of no position; ``source`` holds the translator's ``cross_keys``, ``cross_values`` and
-        ``source_lens``."""
+        ``src_valid_lens``."""
         empty = torch.zeros(num_blks, batch, kv_heads, 0, head_dim, device=device, dtype=dtype)
         return cls(empty, empty, 0, **source)
 
@@ -89,13 +89,13 @@ class KVCache:
     def _with(self, k, v, start, end, claimed, length) -> KVCache:
         new = object.__new__(KVCache)
         new._k, new._v, new._start, new._end, new._claimed, new.length = k, v, start, end, claimed, length
-        new.cross_keys, new.cross_values, new.source_lens = self.cross_keys, self.cross_values, self.source_lens
+        new.cross_keys, new.cross_values, new.src_valid_lens = self.cross_keys, self.cross_values, self.src_valid_lens
         return new
 
     def with_length(self, length: int) -> KVCache:
         """The same positions, counted as ``length`` tokens seen (as if earlier ones had left a window)."""
         return KVCache(self.keys, self.values, length, cross_keys=self.cross_keys, cross_values=self.cross_values,
-                       source_lens=self.source_lens)
+                       src_valid_lens=self.src_valid_lens)
 
     def extended(self, steps: int) -> KVCache:
         """A cache with room for ``steps`` more positions after this one's, for ``update`` to fill."""
@@ -138,9 +138,9 @@ class KVCache:
         def pick(t):  # (num_blks, batch, ...): the batch axis is 1
             return None if t is None else t.index_select(1, index)
 
-        source_lens = None if self.source_lens is None else self.source_lens.index_select(0, index)
+        src_valid_lens = None if self.src_valid_lens is None else self.src_valid_lens.index_select(0, index)
         return KVCache(pick(self.keys), pick(self.values), self.length, cross_keys=pick(self.cross_keys),
-                       cross_values=pick(self.cross_values), source_lens=source_lens)
+                       cross_values=pick(self.cross_values), src_valid_lens=src_valid_lens)
 
     def __repr__(self) -> str:
         source = "" if self.cross_keys is None else f", cross_keys {tuple(self.cross_keys.shape)}"

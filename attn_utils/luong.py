@@ -68,38 +68,38 @@ def luong_score_layer(score: str, num_hiddens: int, scaled: bool = False):
     return score_layer(score, SCORES, **options.get(score, {}))
 
 
-def local_window(centres: torch.Tensor, src_lens: torch.Tensor, num_positions: int, window: int):
+def local_window(centres: torch.Tensor, src_valid_lens: torch.Tensor, num_positions: int, half_width: int):
     """The window ``|s − p_t| ≤ D`` within each sentence: ``(mask, distances)``, both (batch, Q, src).
 
-    ``centres`` ``p_t`` are (batch, Q), ``src_lens`` (batch,); positions past a sentence's length
+    ``centres`` ``p_t`` are (batch, Q), ``src_valid_lens`` (batch,); positions past a sentence's length
     are outside its window.
     """
     positions = torch.arange(num_positions, device=centres.device, dtype=centres.dtype)  # (src,)
     distances = positions - centres.unsqueeze(-1)  # (batch, Q, 1) -> (batch, Q, src)
-    real = lengths_to_mask(src_lens, num_positions).unsqueeze(1)  # (batch, 1, src)
-    return (distances.abs() <= window) & real, distances
+    real = lengths_to_mask(src_valid_lens, num_positions).unsqueeze(1)  # (batch, 1, src)
+    return (distances.abs() <= half_width) & real, distances
 
 
-def local_attention_weights(scores: torch.Tensor, src_lens: torch.Tensor, centres: torch.Tensor, window: int,
+def local_attention_weights(scores: torch.Tensor, src_valid_lens: torch.Tensor, centres: torch.Tensor, half_width: int,
                             gaussian: bool) -> torch.Tensor:
     """Luong's local weights for ``scores`` (batch, Q, src): the softmax over the window ``|s − p_t| ≤ D``
     (exactly 0 outside), times ``exp(−(s − p_t)² / (2σ²))``, ``σ = D/2``, when ``gaussian``."""
-    inside, distances = local_window(centres, src_lens, scores.shape[-1], window)
+    inside, distances = local_window(centres, src_valid_lens, scores.shape[-1], half_width)
     weights = masked_softmax(scores, inside)  # (batch, Q, src)
     if gaussian:
-        sigma = window / 2
+        sigma = half_width / 2
         weights = weights * torch.exp(-distances.square() / (2 * sigma ** 2))
     return weights
 
 
 class LuongDecoder(Decoder):
-    """The decoder of Luong et al. (2015), parameterised by ``score``, ``local`` and ``window`` (D).
+    """The decoder of Luong et al. (2015), parameterised by ``score``, ``local`` and ``half_width`` (D).
 
     A stack of ``num_layers`` GRUs (the paper uses LSTMs; GRUs keep the comparison with the other
     chapters about attention alone). It expects a unidirectional encoder with ``num_hiddens``
     units and as many layers, whose final states start the decoder.
 
-    State: ``(encoder states (batch, src, h), src_valid_len (batch,), hidden (layers, batch, h),
+    State: ``(encoder states (batch, src, h), src_valid_lens (batch,), hidden (layers, batch, h),
     h̃_{t-1} (batch, h), t)`` with ``t`` the number of steps decoded so far. After ``forward``,
     ``attention_weights`` is ``(batch, steps, src)`` and ``centres`` (``p_t``) ``(batch, steps)``.
     """
@@ -108,17 +108,17 @@ class LuongDecoder(Decoder):
     state_batch_dims = (0, 0, 1, 0, None)
 
     def __init__(self, vocab_size: int, embed_size: int, num_hiddens: int, num_layers: int = 2,
-                 score: str = "general", local: str | None = None, window: int = 5, input_feeding: bool = True,
+                 score: str = "general", local: str | None = None, half_width: int = 5, input_feeding: bool = True,
                  dropout: float = 0.0, scaled: bool = False):
         super().__init__()
         if score not in SCORES:
             raise ValueError(f"score must be one of {SCORES}, got {score!r}")  # before any layer draws weights
         if local not in LOCAL_MODES:
             raise ValueError(f"local must be one of {LOCAL_MODES}, got {local!r}")
-        if local is not None and (not isinstance(window, int) or window < 1):
-            raise ValueError(f"window (D) must be a positive int for local attention, got {window!r}")
+        if local is not None and (not isinstance(half_width, int) or half_width < 1):
+            raise ValueError(f"half_width (D) must be a positive int for local attention, got {half_width!r}")
         h = num_hiddens
-        self.num_hiddens, self.score_name, self.local, self.window = h, score, local, window
+        self.num_hiddens, self.score_name, self.local, self.half_width = h, score, local, half_width
         self.input_feeding, self.scaled = input_feeding, scaled
         self.embedding = nn.Embedding(vocab_size, embed_size)
         self.rnn = nn.GRU(embed_size + (h if input_feeding else 0), h, num_layers,
@@ -132,14 +132,14 @@ class LuongDecoder(Decoder):
         self.centres = None
         self.apply(init_seq2seq)
 
-    def init_state(self, enc_all_outputs, src_valid_len=None, *args):
+    def init_state(self, enc_all_outputs, src_valid_lens=None, *args):
         outputs, hidden = enc_all_outputs  # (src, batch, h), (layers, batch, h)
         if outputs.shape[-1] != self.num_hiddens or hidden.shape[0] != self.rnn.num_layers:
             raise ValueError(f"LuongDecoder(num_hiddens={self.num_hiddens}, num_layers={self.rnn.num_layers}) "
                              f"expects a unidirectional encoder of the same size, got outputs "
                              f"{tuple(outputs.shape)} and state {tuple(hidden.shape)}")
         enc = outputs.transpose(0, 1)  # (batch, src, h)
-        lens = source_lengths(src_valid_len, enc.shape[0], enc.shape[1], enc.device)
+        lens = source_lengths(src_valid_lens, enc.shape[0], enc.shape[1], enc.device)
         return enc, lens, hidden, torch.zeros_like(hidden[-1]), 0
 
     def centre(self, h_t: torch.Tensor, lens: torch.Tensor, first_step: int) -> torch.Tensor | None:
@@ -158,11 +158,11 @@ class LuongDecoder(Decoder):
         scores = self.attention.score(h_t, enc)  # (batch, Q, src)
         centres = self.centre(h_t, lens, first_step)
         if self.local == "predictive":  # the window's softmax times a Gaussian: weights that no longer sum to 1
-            weights = local_attention_weights(scores, lens, centres, self.window, gaussian=True)
+            weights = local_attention_weights(scores, lens, centres, self.half_width, gaussian=True)
             context = weights @ enc  # (batch, Q, src) @ (batch, src, h) -> (batch, Q, h)
         else:  # global: every real position; local-m: the window around p_t
             visible = (lengths_to_mask(lens, enc.shape[1]).unsqueeze(1) if centres is None
-                       else local_window(centres, lens, enc.shape[1], self.window)[0])  # (batch, 1 or Q, src)
+                       else local_window(centres, lens, enc.shape[1], self.half_width)[0])  # (batch, 1 or Q, src)
             context, weights = attend(scores, enc, visible)  # (batch, Q, h), (batch, Q, src)
         attentional = torch.tanh(self.W_c(torch.cat([context, h_t], dim=-1)))  # h̃_t: (batch, Q, h)
         return attentional, weights, centres
@@ -189,13 +189,13 @@ class LuongDecoder(Decoder):
 
 
 def make_luong(src_vocab_size: int, tgt_vocab_size: int, embed_size: int = 256, num_hiddens: int = 256,
-               num_layers: int = 2, score: str = "general", local: str | None = None, window: int = 5,
+               num_layers: int = 2, score: str = "general", local: str | None = None, half_width: int = 5,
                input_feeding: bool = True, dropout: float = 0.0, scaled: bool = False) -> EncoderDecoder:
     """Luong et al.'s translator: chapter 4's ``Seq2SeqEncoder`` and a ``LuongDecoder``, config recorded."""
     config = dict(kind="luong", src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
                   embed_size=embed_size, num_hiddens=num_hiddens, num_layers=num_layers, score=score, local=local,
-                  window=window, input_feeding=input_feeding, dropout=dropout, scaled=scaled)
+                  half_width=half_width, input_feeding=input_feeding, dropout=dropout, scaled=scaled)
     encoder = Seq2SeqEncoder(src_vocab_size, embed_size, num_hiddens, num_layers, dropout)
-    decoder = LuongDecoder(tgt_vocab_size, embed_size, num_hiddens, num_layers, score, local, window,
+    decoder = LuongDecoder(tgt_vocab_size, embed_size, num_hiddens, num_layers, score, local, half_width,
                            input_feeding, dropout, scaled)
     return EncoderDecoder(encoder, decoder, config)

@@ -182,6 +182,19 @@ def causal_mask(num_queries: int, num_keys: int, device=None) -> torch.Tensor:
     return torch.arange(num_keys, device=device).unsqueeze(0) <= queries
 
 
+def with_causal(scores: torch.Tensor, valid_lens=None) -> torch.Tensor | None:
+    """``valid_lens`` (any form ``make_mask`` takes) and causal masking aligned bottom-right (``causal_mask``)
+    as one boolean mask broadcastable to ``scores`` (..., Q, K), True where a query may look; ``None`` when
+    nothing is masked (a single query, the last position, sees every key). ``scores`` may be a stand-in
+    that only gives the shape and device."""
+    mask = make_mask(scores, valid_lens, within_keys=True)
+    num_queries, num_keys = scores.shape[-2], scores.shape[-1]
+    if num_queries == 1 and num_keys >= 1:
+        return mask
+    causal = causal_mask(num_queries, num_keys, scores.device)  # (Q, K)
+    return causal if mask is None else mask & causal
+
+
 def sliding_window_mask(num_queries: int, num_keys: int, window: int, device=None) -> torch.Tensor:
     """Boolean ``(num_queries, num_keys)``, True where the key is among the last ``window`` positions up
     to and including the query's own, the queries being the last ``num_queries`` of the ``num_keys``

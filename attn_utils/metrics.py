@@ -265,7 +265,7 @@ def attention_alignment(weights, src_len: int | None = None, targets: Iterable[i
     return links
 
 
-def attention_aer(attention, sure, possible=None, src_lens=None) -> float:
+def attention_aer(attention, sure, possible=None, src_valid_lens=None) -> float:
     """Corpus AER of attention weights against gold links, counts summed over sentences.
 
     ``attention`` is one ``(target_steps, source_steps)`` matrix with ``sure`` (and ``possible``)
@@ -274,14 +274,14 @@ def attention_aer(attention, sure, possible=None, src_lens=None) -> float:
 
     Each target position that has a gold link (sure or possible) is aligned by
     :func:`attention_alignment`: the argmax of its row, no link when that is at or past
-    ``src_lens`` (``<eos>``, padding). Target positions with no gold link (``<eos>``, padding,
+    ``src_valid_lens`` (``<eos>``, padding). Target positions with no gold link (``<eos>``, padding,
     words with no counterpart such as the "-" of an ISO date) are not scored, since attention
     must put its weight somewhere.
     """
     if getattr(attention, "ndim", None) == 2:  # one matrix (a tensor or an array)
         attention, sure = [attention], [sure]
         possible = None if possible is None else [possible]
-        src_lens = None if src_lens is None else [src_lens]
+        src_valid_lens = None if src_valid_lens is None else [src_valid_lens]
     if len(attention) != len(sure):
         raise ValueError(f"expected one set of gold links per attention matrix: got {len(attention)} matrices "
                          f"and {len(sure)} link sets")
@@ -290,7 +290,7 @@ def attention_aer(attention, sure, possible=None, src_lens=None) -> float:
         s = set(map(tuple, sure[k]))
         p = set(map(tuple, possible[k])) if possible is not None else set()
         targets = {j for _, j in s | p}
-        src_len = None if src_lens is None else int(src_lens[k])
+        src_len = None if src_valid_lens is None else int(src_valid_lens[k])
         a = attention_alignment(weights, src_len, targets)
         totals = [t + c for t, c in zip(totals, _aer_counts(a, s, p))]
     return _aer_from_counts(*totals)

@@ -97,7 +97,7 @@ class MultiHeadAttention(nn.Module):
     ``kernel``: ``DotProductAttention``'s fused kernel, ``"sdpa"`` or ``"triton"`` (lengths only).
     """
 
-    def __init__(self, num_hiddens: int, num_heads: int, dropout: float, bias: bool = False, *,
+    def __init__(self, num_hiddens: int, num_heads: int, dropout: float, use_bias: bool = False, *,
                  query_size: int | None = None, key_size: int | None = None, value_size: int | None = None,
                  fused: bool = True, num_kv_heads: int | None = None, kernel: str = "sdpa"):
         super().__init__()
@@ -116,10 +116,10 @@ class MultiHeadAttention(nn.Module):
         self.num_hiddens, self.num_heads, self.num_kv_heads = num_hiddens, num_heads, num_kv_heads
         self.head_dim = num_hiddens // num_heads
         self.attention = DotProductAttention(dropout, fused=fused, kernel=kernel)
-        self.W_q = nn.Linear(query_size or num_hiddens, num_hiddens, bias=bias)
-        self.W_k = nn.Linear(key_size or num_hiddens, num_kv_heads * self.head_dim, bias=bias)
-        self.W_v = nn.Linear(value_size or num_hiddens, num_kv_heads * self.head_dim, bias=bias)
-        self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)
+        self.W_q = nn.Linear(query_size or num_hiddens, num_hiddens, bias=use_bias)
+        self.W_k = nn.Linear(key_size or num_hiddens, num_kv_heads * self.head_dim, bias=use_bias)
+        self.W_v = nn.Linear(value_size or num_hiddens, num_kv_heads * self.head_dim, bias=use_bias)
+        self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=use_bias)
 
     @property
     def attention_weights(self):
@@ -143,34 +143,42 @@ class MultiHeadAttention(nn.Module):
         self._check_size("values", values, self.W_v)
         return split_heads(self.W_k(keys), self.num_kv_heads), split_heads(self.W_v(values), self.num_kv_heads)
 
-    def attend(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, valid_lens=None):
+    def attend(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, valid_lens=None, *,
+               causal: bool = False):
         """Attend with raw ``queries`` ``(batch, Q, query_size)`` to keys and values already
         projected by ``project_kv`` (``(batch, num_kv_heads, K, dh)``); returns ``(batch, Q, num_hiddens)``."""
-        return self.attend_heads(self.project_q(queries), keys, values, valid_lens)
+        return self.attend_heads(self.project_q(queries), keys, values, valid_lens, causal=causal)
 
-    def attend_heads(self, queries, keys, values, valid_lens=None, bias=None):
+    def attend_heads(self, queries, keys, values, valid_lens=None, attn_bias=None, *, causal: bool = False):
         """All heads at once on projected inputs, then ``W_o``: queries ``(batch, num_heads, Q, dh)``, keys
-        and values ``(batch, num_kv_heads, K, dh)``; ``bias`` (optional) is added to the ``(batch,
-        num_heads, Q, K)`` scores. Returns ``(batch, Q, num_hiddens)``."""
+        and values ``(batch, num_kv_heads, K, dh)``; ``attn_bias`` (optional) is added to the ``(batch,
+        num_heads, Q, K)`` scores; ``causal=True`` masks later keys (aligned bottom-right, as ``forward``).
+        Returns ``(batch, Q, num_hiddens)``."""
         for name, X, heads in (("queries", queries, self.num_heads), ("keys", keys, self.num_kv_heads),
                                ("values", values, self.num_kv_heads)):
             if not isinstance(X, torch.Tensor) or X.dim() != 4 or X.shape[1] != heads or X.shape[-1] != self.head_dim:
                 got = tuple(X.shape) if isinstance(X, torch.Tensor) else type(X).__name__
                 raise ValueError(f"projected {name} must be (batch, {heads} heads, n, {self.head_dim}), got {got}")
         keys, values = repeat_kv_heads(keys, self.num_heads), repeat_kv_heads(values, self.num_heads)
-        output = self.attention(queries, keys, values, heads_mask(valid_lens), bias)  # (batch, heads, Q, dh)
+        output = self.attention(queries, keys, values, heads_mask(valid_lens), attn_bias,
+                                causal=causal)  # (batch, heads, Q, dh)
         return self.W_o(merge_heads(output))  # (batch, Q, num_hiddens)
 
-    def forward(self, queries, keys, values, valid_lens=None):
+    def forward(self, queries, keys, values, valid_lens=None, *, causal: bool = False):
+        """``(batch, Q, num_hiddens)``. ``causal=True`` lets each query see only the keys up to its own
+        position, the queries being the last Q of the K positions (``causal_mask``; torch's
+        ``is_causal``), on top of ``valid_lens``: a decoder's masked self-attention without building
+        the mask. On the fused path with no other mask it is SDPA's ``is_causal``; with
+        ``kernel="triton"`` the kernel's own causal loop."""
         check_attention_inputs(queries, keys, values, same_size=False, what="MultiHeadAttention")
         if queries is keys and keys is values and self._same_input_size():
-            return self._self_attention(queries, valid_lens)
-        return self.attend(queries, *self.project_kv(keys, values), valid_lens)
+            return self._self_attention(queries, valid_lens, causal)
+        return self.attend(queries, *self.project_kv(keys, values), valid_lens, causal=causal)
 
     def _same_input_size(self) -> bool:
         return self.W_q.in_features == self.W_k.in_features == self.W_v.in_features
 
-    def _self_attention(self, X, valid_lens):
+    def _self_attention(self, X, valid_lens, causal):
         """Self-attention with the three projections as one matrix product (what torch's module does)."""
         self._check_size("the input", X, self.W_q)
         layers = (self.W_q, self.W_k, self.W_v)
@@ -179,7 +187,7 @@ class MultiHeadAttention(nn.Module):
         sizes = [layer.out_features for layer in layers]
         q, k, v = F.linear(X, weight, bias).split(sizes, dim=-1)  # (batch, n, num_hiddens), 2 x (batch, n, kv_size)
         q, k, v = split_heads(q, self.num_heads), split_heads(k, self.num_kv_heads), split_heads(v, self.num_kv_heads)
-        return self.attend_heads(q, k, v, valid_lens)
+        return self.attend_heads(q, k, v, valid_lens, causal=causal)
 
     def transpose_qkv(self, X):
         """d2l's method: see the module-level ``transpose_qkv``."""

@@ -26,7 +26,7 @@ MODEL_BUILDERS = {
 
 class Translator(NamedTuple):
     """A translator of the comparison: the ``kind`` of model, which of the shared sizes (``embed_size``,
-    ``num_hiddens``, ``num_layers``, ``window``, and ``ffn_num_hiddens``, four times ``num_hiddens``) it takes
+    ``num_hiddens``, ``num_layers``, ``half_width``, and ``ffn_num_hiddens``, four times ``num_hiddens``) it takes
     and the options it is built with."""
 
     kind: str
@@ -47,8 +47,8 @@ TRANSLATORS = {
     "Luong dot": Translator("luong", RNN_SIZES, {"score": "dot"}),
     "Luong general": Translator("luong", RNN_SIZES, {"score": "general"}),
     "Luong concat": Translator("luong", RNN_SIZES, {"score": "concat"}),
-    "Luong local-m": Translator("luong", (*RNN_SIZES, "window"), {"score": "general", "local": "monotonic"}),
-    "Luong local-p": Translator("luong", (*RNN_SIZES, "window"), {"score": "general", "local": "predictive"}),
+    "Luong local-m": Translator("luong", (*RNN_SIZES, "half_width"), {"score": "general", "local": "monotonic"}),
+    "Luong local-p": Translator("luong", (*RNN_SIZES, "half_width"), {"score": "general", "local": "predictive"}),
     "Luong uniform": Translator("luong", RNN_SIZES, {"score": "uniform"}),
     "Transformer": Translator("transformer", ("num_hiddens", "ffn_num_hiddens"), {"num_heads": 4, "num_blks": 2}),
 }
@@ -69,7 +69,7 @@ def build_model(config: dict) -> EncoderDecoder:
 
 
 def build_translator(name: str, data, embed_size: int = 256, num_hiddens: int = 256, num_layers: int = 1,
-                     window: int = 2, device=None, **options) -> EncoderDecoder:
+                     half_width: int = 2, device=None, **options) -> EncoderDecoder:
     """The model ``name`` (a key of ``TRANSLATORS``) sized for ``data``'s vocabularies.
 
     Each model takes the shared sizes its ``Translator`` lists; ``options`` (e.g. ``dropout=0.1``) are
@@ -78,7 +78,7 @@ def build_translator(name: str, data, embed_size: int = 256, num_hiddens: int = 
     if name not in TRANSLATORS:
         raise ValueError(f"name must be one of {list(TRANSLATORS)}, got {name!r}")
     kind, sizes, fixed = TRANSLATORS[name]
-    shared = {"embed_size": embed_size, "num_hiddens": num_hiddens, "num_layers": num_layers, "window": window,
+    shared = {"embed_size": embed_size, "num_hiddens": num_hiddens, "num_layers": num_layers, "half_width": half_width,
               "ffn_num_hiddens": 4 * num_hiddens}
     model = MODEL_BUILDERS[kind](len(data.src_vocab), len(data.tgt_vocab), **{size: shared[size] for size in sizes},
                                  **{**fixed, **options})

@@ -35,7 +35,7 @@ def source_lengths(valid_lens, batch: int, steps: int, device) -> torch.Tensor:
         return torch.full((batch,), steps, dtype=torch.long, device=device)
     valid_lens = torch.as_tensor(valid_lens, device=device)
     if valid_lens.shape != (batch,):
-        raise ValueError(f"src_valid_len must have shape ({batch},), got {tuple(valid_lens.shape)}")
+        raise ValueError(f"src_valid_lens must have shape ({batch},), got {tuple(valid_lens.shape)}")
     return valid_lens.long()
 
 
@@ -76,7 +76,7 @@ class Decoder(nn.Module):
 class EncoderDecoder(nn.Module):
     """d2l's ``EncoderDecoder``: ``forward(enc_X, dec_X, *args)`` returns the decoder's logits only.
 
-    ``args`` (typically ``enc_valid_lens``) go to the encoder and to ``decoder.init_state``.
+    ``args`` (typically ``src_valid_lens``) go to the encoder and to ``decoder.init_state``.
     ``config`` (a JSON-able dict, when the model was built by a helper such as ``make_seq2seq``)
     is what a checkpoint stores to rebuild it.
     """
@@ -93,16 +93,16 @@ class EncoderDecoder(nn.Module):
 
     @torch.no_grad()
     def predict_step(self, batch, device, num_steps: int, save_attention_weights: bool = False):
-        """d2l's ``predict_step``: ``num_steps`` greedy steps from ``batch = (src, tgt, src_valid_len, _)``
+        """d2l's ``predict_step``: ``num_steps`` greedy steps from ``batch = (src, tgt, src_valid_lens, _)``
         (``tgt[:, 0]`` is ``<bos>``), without stopping at ``<eos>``. Returns ``(tokens (batch,
         num_steps), attention weights per step)``; ``decoding.greedy_decode`` is the stopping version."""
         from .decoding import greedy_decode  # the one greedy loop (decoding builds on this module)
 
-        src, tgt, src_valid_len = (t.to(device) for t in batch[:3])
+        src, tgt, src_valid_lens = (t.to(device) for t in batch[:3])
         bos = int(tgt[0, 0])
         if not bool((tgt[:, 0] == bos).all()):
             raise ValueError("predict_step needs the same first token (<bos>) in every row of tgt")
-        decoded = greedy_decode(self, src, src_valid_len, bos, None, num_steps)
+        decoded = greedy_decode(self, src, src_valid_lens, bos, None, num_steps)
         tokens = torch.tensor(decoded.tokens, dtype=torch.long, device=src.device)  # (batch, num_steps)
         if not save_attention_weights or decoded.attention is None:
             return tokens, []

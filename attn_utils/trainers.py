@@ -60,11 +60,11 @@ def train_nw(model: NWKernelRegression, x: torch.Tensor, y: torch.Tensor, max_st
 
 
 def trim_batch(batch, pad: int):
-    """Drop the columns that are padding in every row: ``(src, dec_input, src_valid_len, label)``."""
-    src, dec_input, src_valid_len, label = batch
-    src_steps = int(src_valid_len.max())
+    """Drop the columns that are padding in every row: ``(src, dec_input, src_valid_lens, label)``."""
+    src, dec_input, src_valid_lens, label = batch
+    src_steps = int(src_valid_lens.max())
     tgt_steps = int((label != pad).sum(dim=1).max())
-    return src[:, :src_steps], dec_input[:, :tgt_steps], src_valid_len, label[:, :tgt_steps]
+    return src[:, :src_steps], dec_input[:, :tgt_steps], src_valid_lens, label[:, :tgt_steps]
 
 
 def _check_training_set(data) -> None:
@@ -105,8 +105,8 @@ def train_seq2seq(model, data, *, lr: float = 5e-3, max_steps: int | None = None
     batches = _batches(data, batch_size, seed)
 
     def step_loss(model, step):
-        src, dec_input, src_valid_len, label = (t.to(device) for t in trim_batch(next(batches), pad))
-        logits = model(src, dec_input, src_valid_len)
+        src, dec_input, src_valid_lens, label = (t.to(device) for t in trim_batch(next(batches), pad))
+        logits = model(src, dec_input, src_valid_lens)
         loss = sequence_loss(logits, label, pad=pad, label_smoothing=label_smoothing)
         return loss, {"tokens": int((label != pad).sum())}
 

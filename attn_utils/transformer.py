@@ -114,7 +114,7 @@ class TransformerEncoderBlock(nn.Module):
         queries, (keys, values) = self.attention.project_q(X), self.attention.project_kv(X, X)
         if context.rotary is not None:
             queries, keys = rotate(queries, *context.rotary), rotate(keys, *context.rotary)
-        return self.attention.attend_heads(queries, keys, values, valid_lens, context.bias)
+        return self.attention.attend_heads(queries, keys, values, valid_lens, context.attn_bias)
 
     def forward(self, X, valid_lens=None, context=None):
         Y = self.addnorm1.residual(X, lambda Z: self._self_attention(Z, valid_lens, context), self.norm_first)
@@ -124,14 +124,14 @@ class TransformerEncoderBlock(nn.Module):
 class TransformerDecoderBlock(nn.Module):
     """Masked self-attention, attention to the encoder's outputs, then the FFN (d2l's names).
 
-    ``forward(X, cache=None, block=0, *, context=None, cross=None, source_lens=None)`` reads ``X``
+    ``forward(X, cache=None, block=0, *, context=None, cross=None, src_valid_lens=None)`` reads ``X``
     ``(batch, T, num_hiddens)`` and returns the block's output, the same shape. Each position attends
     to itself and those before it, never to later ones: within X alone without a ``cache``; with one
     (a ``KVCache`` extended for these T tokens), also to the block's cached positions, and the block
     writes its keys and values into slot ``block`` (``causal_self_attention``). ``context`` is the
     forward pass's ``self_attention_context`` (computed here when not given). ``cross`` is
     ``(keys, values)``, the encoder's outputs projected by ``attention2.project_kv``, each ``(batch,
-    heads, S, dh)``, with ``source_lens`` ``(batch,)`` their valid lengths.
+    heads, S, dh)``, with ``src_valid_lens`` ``(batch,)`` their valid lengths.
 
     ``cross_attention=False`` builds the block of a decoder-only model (GPT): masked self-attention
     and the FFN only, with no ``attention2``/``addnorm2``; its ``forward`` then takes no ``cross``.
@@ -157,7 +157,7 @@ class TransformerDecoderBlock(nn.Module):
         self.addnorm3 = AddNorm(num_hiddens, dropout)
 
     def forward(self, X, cache: KVCache | None = None, block: int = 0, *, context=None, cross=None,
-                source_lens=None):
+                src_valid_lens=None):
         if self.cross_attention != (cross is not None):
             raise ValueError(f"this block was built with cross_attention={self.cross_attention}, so cross must be "
                              f"{'(keys, values)' if self.cross_attention else 'None'}; got "
@@ -169,7 +169,7 @@ class TransformerDecoderBlock(nn.Module):
 
         X = self.addnorm1.residual(X, self_attention, self.norm_first)
         if self.cross_attention:
-            X = self.addnorm2.residual(X, lambda Z: self.attention2.attend(Z, *cross, source_lens), self.norm_first)
+            X = self.addnorm2.residual(X, lambda Z: self.attention2.attend(Z, *cross, src_valid_lens), self.norm_first)
         return self.addnorm3.residual(X, self.ffn, self.norm_first)
 
 
@@ -242,7 +242,7 @@ def decode_with_cache(stack: nn.Module, X: torch.Tensor, cache: KVCache):
     new = cache.extended(T)
     for i, blk in enumerate(stack.blks):
         cross = None if new.cross_keys is None else (new.cross_keys[i], new.cross_values[i])
-        H = blk(H, new, i, context=context, cross=cross, source_lens=new.source_lens)
+        H = blk(H, new, i, context=context, cross=cross, src_valid_lens=new.src_valid_lens)
     return stack.dense(stack.final_norm(H)), new.kept(stack.window)
 
 
@@ -286,7 +286,7 @@ class TransformerDecoder(Decoder):
 
     State: a ``KVCache`` whose ``keys``/``values`` ``(num_blks, batch, kv_heads, P, dh)`` hold the P
     tokens decoded so far and whose ``cross_keys``/``cross_values`` ``(num_blks, batch, heads, S, dh)``
-    and ``source_lens`` the source's. ``forward(X, state)`` reads the next ``T`` target tokens (all of
+    and ``src_valid_lens`` the source's. ``forward(X, state)`` reads the next ``T`` target tokens (all of
     them in training, one at a time when generating) and returns ``(logits, the extended state)``.
     ``position_scheme``, ``window`` and ``num_kv_heads`` are the options of the decoder-only language
     model (``CausalLanguageModel``).
@@ -333,20 +333,20 @@ class TransformerDecoder(Decoder):
         if value is not None:
             raise AttributeError("TransformerDecoder.attention_weights is computed from its blocks")
 
-    def init_state(self, enc_outputs, enc_valid_lens=None, *args) -> KVCache:
+    def init_state(self, enc_outputs, src_valid_lens=None, *args) -> KVCache:
         if not isinstance(enc_outputs, torch.Tensor) or enc_outputs.dim() != 3 \
                 or enc_outputs.shape[-1] != self.num_hiddens:
             got = tuple(enc_outputs.shape) if isinstance(enc_outputs, torch.Tensor) else type(enc_outputs).__name__
             raise ValueError(f"enc_outputs must have shape (batch, steps, {self.num_hiddens}), got {got}")
         batch = enc_outputs.shape[0]
-        if enc_valid_lens is not None:
-            enc_valid_lens = source_lengths(enc_valid_lens, batch, enc_outputs.shape[1], enc_outputs.device)
+        if src_valid_lens is not None:
+            src_valid_lens = source_lengths(src_valid_lens, batch, enc_outputs.shape[1], enc_outputs.device)
         cross = [blk.attention2.project_kv(enc_outputs, enc_outputs) for blk in self.blks]
         cross_k = torch.stack([k for k, _ in cross])  # (num_blks, batch, heads, S, dh)
         cross_v = torch.stack([v for _, v in cross])
         return KVCache.empty(len(self.blks), batch, self.num_kv_heads, self.num_hiddens // self.num_heads,
                              enc_outputs.device, enc_outputs.dtype, cross_keys=cross_k, cross_values=cross_v,
-                             source_lens=enc_valid_lens)  # nothing decoded yet
+                             src_valid_lens=src_valid_lens)  # nothing decoded yet
 
     def reorder_state(self, state: KVCache, index: torch.Tensor) -> KVCache:
         return state.reorder(index)
@@ -391,12 +391,12 @@ def make_transformer(src_vocab_size: int, tgt_vocab_size: int, num_hiddens: int 
 
 
 @torch.no_grad()
-def transformer_attention(model, src, src_valid_len, tgt_input) -> dict:
+def transformer_attention(model, src, src_valid_lens, tgt_input) -> dict:
     """Every attention map of one teacher-forced pass, keyed ``"encoder self"``, ``"decoder self"``
     and ``"cross"``: tensors ``(num_blks, batch, heads, queries, keys)`` (the source's padded keys
     get weight 0; causal weights above the diagonal are 0)."""
     model.eval()
-    model(src, tgt_input, src_valid_len)
+    model(src, tgt_input, src_valid_lens)
     return {"encoder self": torch.stack(model.encoder.attention_weights),
             "decoder self": torch.stack(model.decoder.self_attention_weights),
             "cross": torch.stack(model.decoder.cross_attention_weights)}

@@ -204,7 +204,7 @@ def attention_grid(maps, src_tokens, tgt_tokens, kind: str, index: int = 0, aver
                    panel_size=None, vmax: float | None = None):
     """Static figure: every layer (rows) and head (columns) of one kind of attention for one sentence.
 
-    ``maps`` is what ``transformer_attention(model, src, src_valid_len, tgt_input)`` returns
+    ``maps`` is what ``transformer_attention(model, src, src_valid_lens, tgt_input)`` returns
     (tensors ``(layers, batch, heads, queries, keys)``); ``src_tokens`` and ``tgt_tokens`` label
     the source positions and the decoder's input positions (``index`` picks the sentence of the
     batch); ``kind`` is ``"encoder self"``, ``"decoder self"`` or ``"cross"``. ``average=True`` adds

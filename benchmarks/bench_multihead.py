@@ -12,6 +12,9 @@ faster than torch). Implementations:
 * ``d2l`` — d2l's ``MultiHeadAttention`` (when d2l is installed).
 
     python benchmarks/bench_multihead.py [--device cpu|cuda] [--threads N] [--repeats 20]
+        [--out benchmarks/results/multihead_cuda.json]
+
+``--out`` stores the times and ratios as JSON with the device's name.
 """
 
 from __future__ import annotations
@@ -27,10 +30,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from timing import interleaved_medians  # noqa: E402
+from timing import interleaved_medians, write_record  # noqa: E402
 from torch_reference import copy_into_torch_attention  # noqa: E402
 
 from attn_utils import MultiHeadAttention, get_device  # noqa: E402
+from attn_utils.measure import environment  # noqa: E402
 
 SIZES = [(32, 32, 256, 4), (32, 64, 256, 8), (16, 128, 256, 8), (8, 256, 512, 8)]
 
@@ -71,7 +75,7 @@ def step(fn, x, lens, pad):
 
 def run(device, sizes, repeats):
     d2l = load_d2l()
-    names = None
+    names, results = None, []
     for batch, n, d, heads in sizes:
         gen = torch.Generator().manual_seed(1)
         x = torch.randn(batch, n, d, generator=gen).to(device).requires_grad_()
@@ -88,6 +92,9 @@ def run(device, sizes, repeats):
                                     warmup=3)
         ratios = " ".join(f"{t / times[0]:14.2f}" for t in times[1:])
         print(f"{f'{batch} x {n} x {d} / {heads}':>22} {times[0] * 1e3:11.2f} {ratios}")
+        results.append({"batch": batch, "n": n, "d": d, "heads": heads, "torch_ms": times[0] * 1e3,
+                        "ratio": {name: t / times[0] for name, t in zip(names[1:], times[1:])}})
+    return results
 
 
 def main():
@@ -95,13 +102,17 @@ def main():
     parser.add_argument("--device", default=None, help="cpu, cuda or mps (default: the best available)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--out", default=None, help="write the results as JSON to this file")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device) if args.device else get_device()
     print(f"multi-head self-attention, forward + backward, on {device} ({torch.get_num_threads()} CPU threads), "
           f"torch {torch.__version__}; ratios are time / torch's time (need_weights=False)")
-    run(device, SIZES, args.repeats)
+    results = run(device, SIZES, args.repeats)
+    if args.out:
+        write_record(args.out, {"benchmark": "multihead", **environment(device), "repeats": args.repeats,
+                                "results": results})
 
 
 if __name__ == "__main__":

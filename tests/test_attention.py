@@ -45,8 +45,8 @@ FACTORIES = {
     "concat": lambda: ConcatAttention(5),
     "cosine": lambda: CosineAttention(beta=3.0),
     "location": lambda: LocationAttention(MAX_KEYS),
-    "additive_bias": lambda: AdditiveAttention(5, 0.0, bias=True),
-    "concat_bias": lambda: ConcatAttention(5, bias=True),
+    "additive_bias": lambda: AdditiveAttention(5, 0.0, use_bias=True),
+    "concat_bias": lambda: ConcatAttention(5, use_bias=True),
     "distance": lambda: DistanceAttention(),
     "neg_sq_dist": lambda: SquaredDistanceAttention(),
     "uniform": lambda: UniformAttention(),
@@ -758,13 +758,13 @@ def test_finite_inputs_whose_sum_overflows_still_give_the_exact_result():
 
 def test_bias_is_off_by_default_and_adds_one_vector_to_W_q():
     q, k, v = _d2l_inputs()
-    plain, biased = AdditiveAttention(8, 0.0), AdditiveAttention(8, 0.0, bias=True)
+    plain, biased = AdditiveAttention(8, 0.0), AdditiveAttention(8, 0.0, use_bias=True)
     plain(q, k, v), biased(q, k, v)
     assert plain.W_q.bias is None and sorted(plain.state_dict()) == ["W_k.weight", "W_q.weight", "w_v.weight"]
     assert sorted(biased.state_dict()) == ["W_k.weight", "W_q.bias", "W_q.weight",
                                            "w_v.weight"]
     assert biased.W_q.bias.shape == (8,) and biased.W_k.bias is None and biased.w_v.bias is None
-    concat = ConcatAttention(8, bias=True)
+    concat = ConcatAttention(8, use_bias=True)
     concat(q, k, v)
     assert sorted(concat.state_dict()) == ["W_a.bias", "W_a.weight", "v_a.weight"]
     assert sorted(ConcatAttention(8).state_dict()) == ["W_a.weight", "v_a.weight"]
@@ -772,10 +772,10 @@ def test_bias_is_off_by_default_and_adds_one_vector_to_W_q():
 
 def test_concat_with_bias_equals_additive_with_bias():
     q, k, v = _d2l_inputs()  # query size 6, key size 4
-    concat = ConcatAttention(8, bias=True).eval()
+    concat = ConcatAttention(8, use_bias=True).eval()
     out = concat(q, k, v, torch.tensor([3, 7]))
     W = concat.W_a.weight.detach()
-    additive = AdditiveAttention(8, 0.0, bias=True).eval()
+    additive = AdditiveAttention(8, 0.0, use_bias=True).eval()
     additive.load_state_dict({"W_q.weight": W[:, :6], "W_q.bias": concat.W_a.bias.detach(),
                               "W_k.weight": W[:, 6:], "w_v.weight": concat.v_a.weight.detach()})
     torch.testing.assert_close(additive(q, k, v, torch.tensor([3, 7])), out)
@@ -819,7 +819,7 @@ def test_attend_by_hand():
     torch.testing.assert_close(output, torch.tensor([[[1.0, 4.0]]], dtype=torch.float64))  # (3 * 1/3, 6 * 2/3)
     # a bias is added before the softmax: + (log 2, 0, 0) gives equal weights (1/2, 1/2)
     bias = torch.tensor([math.log(2.0), 0.0, 0.0], dtype=torch.float64)
-    output, weights = attend(scores, values, torch.tensor([2]), bias=bias)
+    output, weights = attend(scores, values, torch.tensor([2]), attn_bias=bias)
     torch.testing.assert_close(output, torch.tensor([[[1.5, 3.0]]], dtype=torch.float64))
     # no visible key: zero weights and a zero output, never NaN
     output, weights = attend(scores, values, torch.tensor([0]))
@@ -852,7 +852,7 @@ def test_attend_refuses_values_that_do_not_pair_with_the_keys():
 def test_a_layer_built_from_its_sizes_equals_a_lazy_one_from_the_same_seed(name):
     """Built at once, the maps draw their initial weights in the order the lazy layer draws them at its first
     call (W_q, W_k, w_v; W_a, v_a), so the same seed gives the same layer."""
-    bias = {"bias": True} if name.endswith("_bias") else {}
+    bias = {"use_bias": True} if name.endswith("_bias") else {}
     kind = name.removesuffix("_bias")
     make = {"additive": lambda **o: AdditiveAttention(5, 0.0, **bias, **o),
             "general": lambda **o: GeneralAttention(**o), "concat": lambda **o: ConcatAttention(5, **bias, **o)}[kind]

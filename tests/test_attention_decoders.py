@@ -45,8 +45,8 @@ CONFIGS = {
     "luong-dot": lambda: make_luong(V_SRC, V_TGT, E, H, 2, score="dot"),
     "luong-general": lambda: make_luong(V_SRC, V_TGT, E, H, 2, score="general"),
     "luong-concat": lambda: make_luong(V_SRC, V_TGT, E, H, 2, score="concat"),
-    "luong-local-m": lambda: make_luong(V_SRC, V_TGT, E, H, 2, local="monotonic", window=1),
-    "luong-local-p": lambda: make_luong(V_SRC, V_TGT, E, H, 2, local="predictive", window=2),
+    "luong-local-m": lambda: make_luong(V_SRC, V_TGT, E, H, 2, local="monotonic", half_width=1),
+    "luong-local-p": lambda: make_luong(V_SRC, V_TGT, E, H, 2, local="predictive", half_width=2),
     "luong-no-input-feeding": lambda: make_luong(V_SRC, V_TGT, E, H, 1, score="concat", input_feeding=False),
     "luong-local-p-no-input-feeding": lambda: make_luong(V_SRC, V_TGT, E, H, 1, local="predictive",
                                                          input_feeding=False),
@@ -138,7 +138,7 @@ def _luong_score(dec, h_t, hs):
 def test_luong_decoder_follows_the_paper(score, local):
     torch.manual_seed(2)
     D = 1
-    model = make_luong(V_SRC, V_TGT, E, H, 2, score=score, local=local, window=D).eval()
+    model = make_luong(V_SRC, V_TGT, E, H, 2, score=score, local=local, half_width=D).eval()
     dec: LuongDecoder = model.decoder
     with torch.no_grad():
         logits = model(SRC, DEC_IN, SRC_LEN)
@@ -215,7 +215,7 @@ def test_luong_decoder_attends_with_the_chapter_3_layer_it_holds(score, local, s
     """Global and local-m attention are the decoder's layer called directly (local-m with the window as its
     mask), and the attentional state is ``tanh(W_c [c_t; h_t])``."""
     torch.manual_seed(0)
-    dec = make_luong(V_SRC, V_TGT, E, H, 1, score=score, local=local, window=1, scaled=scaled).decoder.eval()
+    dec = make_luong(V_SRC, V_TGT, E, H, 1, score=score, local=local, half_width=1, scaled=scaled).decoder.eval()
     assert type(dec.attention) is LAYERS[score] and score in SCORES
     g = torch.Generator().manual_seed(1)
     h_t, enc = torch.randn(3, 4, H, generator=g), torch.randn(3, 5, H, generator=g)
@@ -296,7 +296,7 @@ def test_local_weights_are_zero_outside_the_window_and_global_times_gaussian_ins
 
 def test_local_weights_have_finite_gradients_and_local_p_learns_its_centre():
     torch.manual_seed(0)
-    model = make_luong(V_SRC, V_TGT, E, H, 1, local="predictive", window=2)
+    model = make_luong(V_SRC, V_TGT, E, H, 1, local="predictive", half_width=2)
     logits = model(SRC, DEC_IN, SRC_LEN)
     logits.sum().backward()
     grads = [p.grad for p in model.parameters()]
@@ -390,7 +390,7 @@ def test_each_translator_is_rebuilt_from_its_config(name):
     it, with the same initial weights from the same seed."""
     vocabularies = SimpleNamespace(src_vocab=range(V_SRC), tgt_vocab=range(V_TGT))
     torch.manual_seed(0)
-    model = build_translator(name, vocabularies, E, H, num_layers=1, window=2)
+    model = build_translator(name, vocabularies, E, H, num_layers=1, half_width=2)
     torch.manual_seed(0)
     rebuilt = build_model(model.config)
     assert rebuilt.config == model.config
@@ -403,8 +403,8 @@ def test_bad_configurations_raise_value_errors():
         make_luong(V_SRC, V_TGT, E, H, score="cosine")
     with pytest.raises(ValueError, match="local must be one of"):
         make_luong(V_SRC, V_TGT, E, H, local="local-p")
-    with pytest.raises(ValueError, match="window"):
-        make_luong(V_SRC, V_TGT, E, H, local="predictive", window=0)
+    with pytest.raises(ValueError, match="half_width"):
+        make_luong(V_SRC, V_TGT, E, H, local="predictive", half_width=0)
     enc_bi = Seq2SeqEncoder(V_SRC, E, H, 2, bidirectional=True)
     with pytest.raises(ValueError, match="unidirectional encoder"):
         LuongDecoder(V_TGT, E, H, 2).init_state(enc_bi(SRC, SRC_LEN), SRC_LEN)
@@ -412,7 +412,7 @@ def test_bad_configurations_raise_value_errors():
     with pytest.raises(ValueError, match="bidirectional encoder"):
         BahdanauDecoder(V_TGT, E, H).init_state(enc_uni(SRC, SRC_LEN), SRC_LEN)
     model = _model("bahdanau")
-    with pytest.raises(ValueError, match=r"src_valid_len must have shape \(3,\)"):
+    with pytest.raises(ValueError, match=r"src_valid_lens must have shape \(3,\)"):
         model.decoder.init_state(model.encoder(SRC, SRC_LEN), torch.tensor([5, 3]))
     with pytest.raises(ValueError, match="integer tensor"):
         _model("luong-dot").decoder(torch.rand(3, 2), None)
@@ -433,7 +433,7 @@ def grammar():
 def test_each_model_memorises_a_handful_of_pairs(name):
     tiny = load_translation_data("grammar", num_train=8, min_freq=1, verbose=False)
     torch.manual_seed(0)
-    model = build_translator(name, tiny, embed_size=16, num_hiddens=32, num_layers=1, window=2)
+    model = build_translator(name, tiny, embed_size=16, num_hiddens=32, num_layers=1, half_width=2)
     reached = None
     # Over seeds 0-4 (model and batches) every model memorised the pairs in 50-250 steps, Luong local-p once in 350:
     # at most 12 x 50 steps leaves a clear margin, and the loop stops as soon as the pairs come back exactly. Each
@@ -519,9 +519,9 @@ def test_forced_attention_and_alignment_error(grammar):
 
     lens = [len(s) for s in pairs.src]
     # Not exactly 0: a French word linked to two English words gets one link from an argmax.
-    assert attention_aer(gold, pairs.alignments, src_lens=lens) < 0.05
+    assert attention_aer(gold, pairs.alignments, src_valid_lens=lens) < 0.05
     reversed_words = [torch.cat([m[:, :-1].flip(-1), m[:, -1:]], dim=-1) for m in gold]
-    assert attention_aer(reversed_words, pairs.alignments, src_lens=lens) > 0.5
+    assert attention_aer(reversed_words, pairs.alignments, src_valid_lens=lens) > 0.5
     with pytest.raises(ValueError, match="no attention weights"):
         forced_attention(make_seq2seq(len(grammar.src_vocab), len(grammar.tgt_vocab), 8, 8, 1), grammar)
 

@@ -196,10 +196,10 @@ def test_tatoeba_from_a_local_copy_end_to_end(tmp_path):
     assert all(len(s) <= 8 for s in data.test.src + data.val.src)  # max_eval_len defaults to 8 for Tatoeba
     english = [{" ".join(s) for s in getattr(data, name).src} for name in ("train", "val", "test")]
     assert not (english[0] & english[1] or english[0] & english[2] or english[1] & english[2])
-    src, dec_input, src_valid_len, label = data.arrays("train")
+    src, dec_input, src_valid_lens, label = data.arrays("train")
     assert src.shape == (309, data.num_steps) and dec_input.shape == label.shape == (309, data.num_steps)
     assert data.num_steps == max(len(s) for s in data.corpus.src + data.corpus.tgt) + 1
-    assert torch.equal(src_valid_len, torch.tensor([len(s) + 1 for s in data.train.src]))
+    assert torch.equal(src_valid_lens, torch.tensor([len(s) + 1 for s in data.train.src]))
     assert (dec_input[:, 0] == data.tgt_vocab.bos).all()
     assert data.src_vocab.idx_to_token[:4] == ["<pad>", "<bos>", "<eos>", "<unk>"]
     # vocabularies come from the training pairs only

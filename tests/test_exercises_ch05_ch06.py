@@ -52,10 +52,10 @@ def test_backward_states_with_states_at_the_padding_fail_where_padding_is_huge()
 
 # ch05-attention-aer -------------------------------------------------------------------------------
 
-def _aer(weights, src_lens, sure, possible, *, score_all=False, keep_end=False, mean=False, p_is_s=False):
+def _aer(weights, src_valid_lens, sure, possible, *, score_all=False, keep_end=False, mean=False, p_is_s=False):
     best = weights.argmax(-1)
     rows = torch.ones_like(best, dtype=torch.bool) if score_all else possible.any(-1)
-    linked = rows if keep_end else rows & (best < src_lens[:, None])
+    linked = rows if keep_end else rows & (best < src_valid_lens[:, None])
     predicted = torch.zeros_like(sure).scatter_(-1, best[..., None], linked[..., None])
     possible = sure if p_is_s else possible
 
@@ -75,28 +75,28 @@ def test_aer_traps_fail_on_their_cases():
         "mean": "Case 'counts summed over the corpus",
     }
     for trap, name in cases.items():
-        def wrong(weights, src_lens, sure, possible, trap=trap):
-            return _aer(weights, src_lens, sure, possible, **{trap: True})
+        def wrong(weights, src_valid_lens, sure, possible, trap=trap):
+            return _aer(weights, src_valid_lens, sure, possible, **{trap: True})
 
         assert name in _first_failure("ch05-attention-aer", wrong), trap
     assert grade("ch05-attention-aer", _aer).passed
 
 
 def test_aer_rows_scored_by_sure_links_only_fail_on_possible_links():
-    def sure_rows_only(weights, src_lens, sure, possible):
-        return _aer(weights, src_lens, sure, sure | (possible & sure.any(-1, keepdim=True)))
+    def sure_rows_only(weights, src_valid_lens, sure, possible):
+        return _aer(weights, src_valid_lens, sure, sure | (possible & sure.any(-1, keepdim=True)))
 
     assert "Case 'rows with only possible links are scored" in _first_failure("ch05-attention-aer", sure_rows_only)
 
 
 # ch06-window-context ------------------------------------------------------------------------------
 
-def _window(h_t, enc, src_lens, centres, W_a, window, *, rounded=False, clamped=False, gaussian=True,
+def _window(h_t, enc, src_valid_lens, centres, W_a, window, *, rounded=False, clamped=False, gaussian=True,
             renormalise=False):
     batch, S, _ = enc.shape
     positions = torch.floor(centres + 0.5).long()[..., None] + torch.arange(-window, window + 1)
     distance = positions - centres[..., None]
-    inside = positions < src_lens[:, None, None]
+    inside = positions < src_valid_lens[:, None, None]
     if not rounded:
         inside &= distance.abs() <= window
     if clamped:  # positions before 0 read position 0 again (counted twice)
@@ -129,11 +129,11 @@ def test_window_context_traps_fail_on_their_cases():
 
 
 def test_window_context_from_every_score_fails_only_the_large_case():
-    def every_score(h_t, enc, src_lens, centres, W_a, window):  # the chapter's way: all S scores, masked
+    def every_score(h_t, enc, src_valid_lens, centres, W_a, window):  # the chapter's way: all S scores, masked
         scores = (h_t @ W_a) @ enc.transpose(1, 2)  # (batch, Q, S)
         s = torch.arange(enc.shape[1])
         distance = s - centres[..., None]
-        inside = (distance.abs() <= window) & (s < src_lens[:, None, None])
+        inside = (distance.abs() <= window) & (s < src_valid_lens[:, None, None])
         weights = torch.softmax(scores.masked_fill(~inside, float("-inf")), dim=-1)
         return (weights * torch.exp(-(distance**2) / (2 * (window / 2) ** 2))) @ enc
 

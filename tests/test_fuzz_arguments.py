@@ -143,7 +143,7 @@ def test_dot_product_attention_returns_finite_output_or_raises_value_error(fused
 
 # The lazy layers that take queries and keys of different sizes, each built from one size argument
 LAZY_LAYERS = {"additive": lambda n: AdditiveAttention(n, 0.0), "additive with bias": lambda n: AdditiveAttention(
-               n, 0.0, bias=True), "concat": ConcatAttention, "location": lambda n: LocationAttention(n)}
+               n, 0.0, use_bias=True), "concat": ConcatAttention, "location": lambda n: LocationAttention(n)}
 # what each lazy layer is built for at its first call, from the query and key sizes
 BUILT_FOR = {"additive": lambda d_q, d_k: (d_q, d_k), "additive with bias": lambda d_q, d_k: (d_q, d_k),
              "concat": lambda d_q, d_k: d_q + d_k, "location": lambda d_q, d_k: d_q}

@@ -61,11 +61,11 @@ def test_a_window_keeps_the_last_positions_and_the_buffer_stays_bounded():
 
 def test_reorder_picks_batch_rows_of_every_field():
     cache = KVCache(_keys(3), _keys(3, 1), cross_keys=_keys(5, 2), cross_values=_keys(5, 3),
-                    source_lens=torch.tensor([5, 4, 2]))
+                    src_valid_lens=torch.tensor([5, 4, 2]))
     index = torch.tensor([2, 2, 0])
     picked = cache.reorder(index)
     assert torch.equal(picked.keys, _keys(3)[:, index]) and torch.equal(picked.cross_values, _keys(5, 3)[:, index])
-    assert picked.source_lens.tolist() == [2, 2, 5] and picked.length == 3
+    assert picked.src_valid_lens.tolist() == [2, 2, 5] and picked.length == 3
 
 
 def test_bad_caches_are_named():

@@ -166,13 +166,13 @@ def test_alignment_error_rate_hand_made_case():
 
 
 def test_attention_aer_from_weights_single_and_corpus():
-    assert attention_aer(WEIGHTS, SURE, src_lens=4) == pytest.approx(3 / 7)
-    assert attention_aer(WEIGHTS.numpy(), SURE, possible={(1, 1)}, src_lens=4) == pytest.approx(2 / 7)
+    assert attention_aer(WEIGHTS, SURE, src_valid_lens=4) == pytest.approx(3 / 7)
+    assert attention_aer(WEIGHTS.numpy(), SURE, possible={(1, 1)}, src_valid_lens=4) == pytest.approx(2 / 7)
     # Without src_len the "." row links to <eos> (4, 3): |A| = 4, |A∩S| = 2 → 1 - 4/8
     assert attention_aer(WEIGHTS, SURE) == pytest.approx(0.5)
     # A second, perfectly attended sentence "cats sleep" → "chats dorment": 2 links, both right.
     perfect = torch.tensor([[0.9, 0.1, 0.0], [0.2, 0.8, 0.0], [0.0, 0.0, 1.0]])
-    corpus = attention_aer([WEIGHTS, perfect], [SURE, {(0, 0), (1, 1)}], src_lens=[4, 2])
+    corpus = attention_aer([WEIGHTS, perfect], [SURE, {(0, 0), (1, 1)}], src_valid_lens=[4, 2])
     # counts summed: |A∩S| = 2 + 2, |A| = 3 + 2, |S| = 4 + 2 → 1 - 8/11
     assert corpus == pytest.approx(3 / 11)
     batch = torch.stack([WEIGHTS[:3, :3], perfect])  # (batch, target, source)

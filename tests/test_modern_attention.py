@@ -119,9 +119,9 @@ def test_a_bias_of_the_wrong_shape_or_type_is_named():
     q = torch.randn(1, 2, 3, 4)
     for layer in (DotProductAttention(0.0), DotProductAttention(0.0, fused=False)):
         with pytest.raises(ValueError, match=r"bias of shape \(5, 5\) does not broadcast to scores of shape"):
-            layer(q, q, q, bias=torch.zeros(5, 5))
+            layer(q, q, q, attn_bias=torch.zeros(5, 5))
         with pytest.raises(ValueError, match="bias must be a floating-point tensor"):
-            layer(q, q, q, bias=torch.zeros(3, 3, dtype=torch.long))
+            layer(q, q, q, attn_bias=torch.zeros(3, 3, dtype=torch.long))
 
 
 # --- causal self-attention with positions inside it ----------------------------------------------------------------

@@ -321,3 +321,38 @@ def test_causal_mask_for_queries_at_the_end():
     # the mask masked_softmax applies: row i sees keys 0..i
     w = masked_softmax(torch.zeros(1, 3, 3), causal_mask(3, 3))
     torch.testing.assert_close(w[0, 2], torch.full((3,), 1 / 3))
+
+
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("Q, K, lengths", [(6, 6, None), (6, 6, [6, 3]), (1, 6, None), (3, 6, [6, 4]),
+                                           (6, 4, None), (4, 4, [0, 4])])
+def test_causal_equals_the_causal_mask(fused, Q, K, lengths):
+    """causal=True is causal_mask (bottom-right) and-ed with the lengths, on the fused path (SDPA's own is_causal
+    when nothing else masks and Q = K) and the explicit one, values, weights and gradients; rows that see no
+    key (Q > K, or length 0) give zeros."""
+    torch.manual_seed(0)
+    layer = MultiHeadAttention(8, 2, 0.0, fused=fused).double().eval()
+    X = torch.randn(2, K, 8, dtype=torch.double, requires_grad=True)
+    queries = X[:, K - Q:] if Q <= K else torch.randn(2, Q, 8, dtype=torch.double)
+    lens = None if lengths is None else torch.tensor(lengths)
+    mask = causal_mask(Q, K).expand(2, Q, K)
+    if lens is not None:
+        mask = mask & (torch.arange(K) < lens[:, None, None])
+    got = layer(queries, X, X, lens, causal=True)
+    weights = layer.attention_weights
+    expected = layer(queries, X, X, mask)
+    torch.testing.assert_close(got, expected, atol=1e-12, rtol=1e-12)
+    torch.testing.assert_close(weights, layer.attention_weights, atol=1e-12, rtol=1e-12)
+    g1, = torch.autograd.grad(got.sum(), X)
+    g2, = torch.autograd.grad(expected.sum(), X)
+    torch.testing.assert_close(g1, g2, atol=1e-12, rtol=1e-12)
+    assert got.isfinite().all()
+    empty = ~mask.any(-1)  # (2, Q): rows with no key to see
+    assert float(got.detach()[empty].abs().sum()) == 0.0
+
+
+def test_causal_must_be_a_bool():
+    layer = MultiHeadAttention(8, 2, 0.0)
+    X = torch.randn(1, 3, 8)
+    with pytest.raises(ValueError, match="causal must be True or False"):
+        layer(X, X, X, causal=causal_mask(3, 3))

@@ -75,7 +75,7 @@ def test_decoder_block_equals_torch_transformer_decoder_layer(norm_first):
     X, memory = torch.randn(3, 6, D), torch.randn(3, 5, D)
     cross_k, cross_v = ours.attention2.project_kv(memory, memory)
     cache = KVCache.empty(1, 3, HEADS, D // HEADS).extended(6)
-    got = ours(X, cache, 0, cross=(cross_k, cross_v), source_lens=SRC_LEN)
+    got = ours(X, cache, 0, cross=(cross_k, cross_v), src_valid_lens=SRC_LEN)
     k, v = cache.keys[0], cache.values[0]
     want = theirs(X.requires_grad_(), memory, tgt_mask=~causal_mask(6, 6),
                   memory_key_padding_mask=torch.arange(5) >= SRC_LEN[:, None])
@@ -221,7 +221,7 @@ def test_bad_input_names_what_was_expected():
         model.decoder.init_state(torch.zeros(3, 5, 8))
     with pytest.raises(ValueError, match="integer tensor of token indices"):
         model.encoder(torch.zeros(3, 5))
-    with pytest.raises(ValueError, match="src_valid_len must have shape"):
+    with pytest.raises(ValueError, match="src_valid_lens must have shape"):
         model(SRC, DEC_IN, torch.tensor([1, 2]))
     with pytest.raises(ValueError, match="max_len=256"):
         model(torch.ones(1, 300, dtype=torch.long), DEC_IN[:1])

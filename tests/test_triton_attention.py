@@ -399,3 +399,32 @@ def test_the_triton_kernel_switch_refuses_what_it_cannot_compute():
         layer(q, q, q, None, torch.zeros(5, 5))
     with pytest.raises(ValueError, match="kernel must be one of"):
         DotProductAttention(0.0, kernel="flash")
+
+
+@pytest.mark.parametrize("device", [pytest.param("cpu", marks=interpreter), pytest.param("cuda", marks=cuda)])
+def test_causal_multi_head_attention_and_a_language_model_on_the_triton_kernel(device):
+    """causal=True reaches the kernel's own causal loop (bottom-right, with lengths, and n_q < n_k through the
+    cache); set_attention_kernel switches a whole CausalLanguageModel, whose logits and cached decoding match."""
+    from attn_utils import CausalLanguageModel, MultiHeadAttention, set_attention_kernel
+
+    torch.manual_seed(0)
+    sdpa = MultiHeadAttention(32, 4, 0.0).to(device).eval()
+    triton = MultiHeadAttention(32, 4, 0.0, kernel="triton").to(device).eval()
+    triton.load_state_dict(sdpa.state_dict())
+    X = torch.randn(2, 19, 32, generator=torch.Generator().manual_seed(1)).to(device)
+    lens = torch.tensor([19, 7], device=device)
+    assert_close(triton(X, X, X, lens, causal=True), sdpa(X, X, X, lens, causal=True))
+    assert_close(triton(X[:, -3:], X, X, causal=True), sdpa(X[:, -3:], X, X, causal_mask(3, 19, device)))
+
+    torch.manual_seed(0)
+    lm = CausalLanguageModel(50, 32, 64, 4, 2, position_scheme="rotary", num_kv_heads=2).to(device).eval()
+    tokens = torch.randint(0, 50, (2, 21), generator=torch.Generator().manual_seed(2)).to(device)
+    expected = lm(tokens)[0]
+    set_attention_kernel(lm, "triton")
+    assert all(m.kernel == "triton" for m in lm.modules() if hasattr(m, "kernel"))
+    assert_close(lm(tokens)[0], expected)
+    first, cache = lm(tokens[:, :17])
+    rest, _ = lm(tokens[:, 17:], cache)  # 4 queries after 17 cached positions: bottom-right causal
+    assert_close(torch.cat([first, rest], 1), expected)
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        set_attention_kernel(lm, "flash")

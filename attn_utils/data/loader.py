@@ -35,7 +35,7 @@ class TranslationData:
 
     ``train``, ``val``, ``test`` are ``ParallelCorpus`` objects (token lists, and alignments for
     the bundled corpora). ``arrays(split)`` gives d2l's four tensors ``(src, dec_input,
-    src_valid_len, label)``; ``dataloader(split, batch_size)`` batches them.
+    src_valid_lens, label)``; ``dataloader(split, batch_size)`` batches them.
     """
 
     source: str
@@ -87,7 +87,7 @@ class TranslationData:
     def build(self, src_sentences, tgt_sentences=None):
         """d2l's ``build``: arrays for new sentences (strings or token lists) with this data's vocabularies.
 
-        Returns ``(src, dec_input, src_valid_len, label)``; without ``tgt_sentences`` the targets
+        Returns ``(src, dec_input, src_valid_lens, label)``; without ``tgt_sentences`` the targets
         are empty (``dec_input`` is then ``<bos>`` followed by ``<eos>`` and padding).
         """
         src = [s if isinstance(s, (list, tuple)) else self.tokenize(s) for s in src_sentences]
@@ -98,12 +98,12 @@ class TranslationData:
         return self._build(src, tgt)
 
     def _build(self, src, tgt):
-        src_array, src_valid_len = build_array(src, self.src_vocab, self.num_steps)
+        src_array, src_valid_lens = build_array(src, self.src_vocab, self.num_steps)
         tgt_array, _ = build_array(tgt, self.tgt_vocab, self.num_steps, is_tgt=True)
-        return src_array, tgt_array[:, :-1], src_valid_len, tgt_array[:, 1:]
+        return src_array, tgt_array[:, :-1], src_valid_lens, tgt_array[:, 1:]
 
     def arrays(self, split: str):
-        """``(src, dec_input, src_valid_len, label)`` for every pair of ``split`` (computed once)."""
+        """``(src, dec_input, src_valid_lens, label)`` for every pair of ``split`` (computed once)."""
         if ("arrays", split) not in self._cache:
             pairs = self.pairs(split)
             self._cache["arrays", split] = self._build(pairs.src, pairs.tgt)
@@ -111,7 +111,7 @@ class TranslationData:
 
     def dataloader(self, split: str = "train", batch_size: int = 128, shuffle: bool | None = None,
                    seed: int = 0, bucket: bool = True) -> torch.utils.data.DataLoader:
-        """Batches ``(src, dec_input, src_valid_len, label)`` of ``split``.
+        """Batches ``(src, dec_input, src_valid_lens, label)`` of ``split``.
 
         ``bucket=True`` groups sources of equal length (``BucketBatchSampler``); ``shuffle``
         defaults to True for training only; ``seed`` fixes the order of every epoch.

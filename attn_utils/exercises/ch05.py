@@ -74,10 +74,10 @@ def _links(mask: torch.Tensor) -> set:
     return {(i, j) for j, i in mask.nonzero().tolist()}
 
 
-def _aer(weights, src_lens, sure, possible) -> torch.Tensor:
+def _aer(weights, src_valid_lens, sure, possible) -> torch.Tensor:
     """``attn_utils.attention_aer`` over the batch: one matrix and one set of links per sentence."""
     aer = attention_aer(list(weights), [_links(m) for m in sure], [_links(m) for m in possible],
-                        src_lens=src_lens.tolist())
+                        src_valid_lens=src_valid_lens.tolist())
     return torch.tensor(aer, dtype=torch.float64)
 
 
@@ -100,9 +100,9 @@ def _gold(shape, links) -> torch.Tensor:
 
 @register("ch05-attention-aer")
 def attention_aer_cases(device: torch.device) -> list[Case]:
-    def case(name, weights, src_lens, sure, possible=None):
+    def case(name, weights, src_valid_lens, sure, possible=None):
         possible = sure if possible is None else possible | sure
-        lens = torch.tensor(src_lens)
+        lens = torch.tensor(src_valid_lens)
         return Case(name, (weights, lens, sure, possible), _aer(weights, lens, sure, possible), atol=1e-6)
 
     # "the red cats ." -> "les chats rouges .": 4 English words and <eos>, 4 French words and <eos>.

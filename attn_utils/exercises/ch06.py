@@ -20,19 +20,19 @@ from .core import Case, refuse_large, register, seeded_randn
 
 
 @torch.no_grad()
-def _predictive_centre(h_t, W_p, v_p, src_lens) -> torch.Tensor:
+def _predictive_centre(h_t, W_p, v_p, src_valid_lens) -> torch.Tensor:
     """``LuongDecoder.centre`` of a local-p decoder holding ``W_p`` (d_h, d_h) and ``v_p`` (d_h,)."""
     h = h_t.shape[-1]
-    decoder = LuongDecoder(vocab_size=4, embed_size=2, num_hiddens=h, num_layers=1, local="predictive", window=2)
+    decoder = LuongDecoder(vocab_size=4, embed_size=2, num_hiddens=h, num_layers=1, local="predictive", half_width=2)
     decoder.W_p.weight.copy_(W_p)
     decoder.v_p.weight.copy_(v_p.unsqueeze(0))
-    return decoder.centre(h_t, src_lens, first_step=0)
+    return decoder.centre(h_t, src_valid_lens, first_step=0)
 
 
 @register("ch06-write-predictive-centre")
 def predictive_centre_cases(device: torch.device) -> list[Case]:
-    def case(name, h_t, W_p, v_p, src_lens):
-        return Case(name, (h_t, W_p, v_p, src_lens), _predictive_centre(h_t, W_p, v_p, src_lens))
+    def case(name, h_t, W_p, v_p, src_valid_lens):
+        return Case(name, (h_t, W_p, v_p, src_valid_lens), _predictive_centre(h_t, W_p, v_p, src_valid_lens))
 
     h = 4
     W_p, v_p = seeded_randn(h, h, seed=1), seeded_randn(h, seed=2)
@@ -50,16 +50,16 @@ def predictive_centre_cases(device: torch.device) -> list[Case]:
 
 
 @torch.no_grad()
-def _window_context(h_t, enc, src_lens, centres, W_a, window) -> torch.Tensor:
+def _window_context(h_t, enc, src_valid_lens, centres, W_a, window) -> torch.Tensor:
     """The reference: general scores at every position, local-p weights, then their average of ``enc``."""
     scores = general_score(h_t, enc, W_a)  # (batch, Q, S)
-    return local_attention_weights(scores, src_lens, centres, window, gaussian=True) @ enc  # (batch, Q, d_h)
+    return local_attention_weights(scores, src_valid_lens, centres, window, gaussian=True) @ enc  # (batch, Q, d_h)
 
 
 @register("ch06-window-context")
 def window_context_cases(device: torch.device) -> list[Case]:
-    def case(name, h_t, enc, src_lens, centres, W_a, window, watch=None):
-        args = (h_t, enc, torch.tensor(src_lens), torch.tensor(centres), W_a, window)
+    def case(name, h_t, enc, src_valid_lens, centres, W_a, window, watch=None):
+        args = (h_t, enc, torch.tensor(src_valid_lens), torch.tensor(centres), W_a, window)
         expected = _window_context(*args)
         if watch is not None:  # the same inputs, as tensors that refuse to build a (batch, Q, S) result
             args = (*refuse_large(args[:5], *watch), window)

@@ -118,7 +118,7 @@ def _relative_bias(X, W_q, W_k, W_v, W_o, bias, num_heads, valid_lens=None) -> t
         for i in range(n):
             for j in range(n):
                 added[i, j] = bias[head, min(max(j - i, -reach), reach) + reach]
-        heads.append(attend(scores, V[..., cols], valid_lens, bias=added)[0])  # (batch, n, d_h)
+        heads.append(attend(scores, V[..., cols], valid_lens, attn_bias=added)[0])  # (batch, n, d_h)
     return (torch.cat(heads, dim=-1) @ W_o.T).to(dtype)  # (batch, n, d)
 
 
