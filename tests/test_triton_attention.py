@@ -405,7 +405,8 @@ def test_the_triton_kernel_switch_refuses_what_it_cannot_compute():
 def test_causal_multi_head_attention_and_a_language_model_on_the_triton_kernel(device):
     """causal=True reaches the kernel's own causal loop (bottom-right, with lengths, and n_q < n_k through the
     cache); set_attention_kernel switches a whole CausalLanguageModel, whose logits and cached decoding match."""
-    from attn_utils import CausalLanguageModel, MultiHeadAttention, set_attention_kernel
+    from attn_utils import CausalLanguageModel, MultiHeadAttention
+    from attn_utils.attention import set_attention_kernel
 
     torch.manual_seed(0)
     sdpa = MultiHeadAttention(32, 4, 0.0).to(device).eval()
