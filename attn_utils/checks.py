@@ -2,7 +2,7 @@
 
 * ``check_tokens``: an integer tensor of token indices ``(batch, steps)``, the input of every
   translator, language model and sampler;
-* ``check_positive_int``: a count such as a block size;
+* ``check_positive_int``: a count such as a block size, and ``check_non_negative_int``: one that may be 0;
 * ``check_stream``: a 1-D token stream (running text);
 * ``check_labelled_inputs``: a classifier's input tensors and their labels, one row per example;
 * ``check_queries_keys`` and ``check_attention_inputs``: queries, keys (and values) that fit a
@@ -55,10 +55,20 @@ def check_tokens(X, what: str) -> None:
         raise ValueError(f"{what} must be an integer tensor of token indices (batch, steps), got {got}")
 
 
-def check_positive_int(name: str, value) -> int:
-    """Return ``value`` if it is an int >= 1 (not a bool), else raise naming the argument ``name``."""
+def check_positive_int(name: str, value, hint: str = "") -> int:
+    """Return ``value`` if it is an int >= 1 (not a bool), else raise naming the argument ``name``.
+
+    ``hint`` is said after "a positive integer", e.g. ``"(1 = unigram)"`` or ``"or None (no filtering)"``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        raise ValueError(f"{name} must be a positive integer{' ' + hint if hint else ''}, got {value!r}")
+    return value
+
+
+def check_non_negative_int(name: str, value) -> int:
+    """Return ``value`` if it is an int >= 0 (not a bool), else raise naming the argument ``name``: a count
+    that may be zero, such as a number of new tokens."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
     return value
 
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import torch
 from torch.nn import functional as F
 
+from .checks import check_positive_int
+
 
 @dataclass
 class Decoded:
@@ -29,8 +31,7 @@ def _check(src, src_valid_lens, max_len):
                          f"{tuple(src.shape) if isinstance(src, torch.Tensor) else type(src).__name__}")
     if src_valid_lens is not None and tuple(src_valid_lens.shape) != (src.shape[0],):
         raise ValueError(f"src_valid_lens must have shape ({src.shape[0]},), got {tuple(src_valid_lens.shape)}")
-    if not isinstance(max_len, int) or max_len < 1:
-        raise ValueError(f"max_len must be a positive int, got {max_len!r}")
+    check_positive_int("max_len", max_len)
 
 
 def _step_attention(decoder):
@@ -122,8 +123,7 @@ def beam_search(model, src: torch.Tensor, src_valid_lens: torch.Tensor | None, b
     score is the unnormalised log-probability. With ``beam_size=1`` this is greedy decoding.
     """
     _check(src, src_valid_lens, max_len)
-    if not isinstance(beam_size, int) or beam_size < 1:
-        raise ValueError(f"beam_size must be a positive int, got {beam_size!r}")
+    check_positive_int("beam_size", beam_size)
     model.eval()
     batch, device, K = src.shape[0], src.device, beam_size
     state = _start(model, src, src_valid_lens)

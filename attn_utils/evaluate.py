@@ -181,7 +181,7 @@ def predict(model: nn.Module, inputs: Sequence[torch.Tensor], batch_size: int = 
     """
     inputs = tuple(inputs)
     model.eval()
-    device = next(model.parameters()).device
+    device = model_device(model, inputs[0].device)  # a model without parameters takes them where they are
     predictions, weights = [], []
     for start in range(0, inputs[0].shape[0], batch_size):
         batch = [x[start:start + batch_size].to(device) for x in inputs]
@@ -325,7 +325,7 @@ def copy_accuracy(model, batch: RepeatedSegments) -> float:
     """The share of ``batch``'s predictable positions at which ``model``'s most probable next token is the
     right one (a batch of ``induction.repeated_segments``), in evaluation mode (``model(X)`` returns logits
     ``(batch, T, vocab)`` or a tuple starting with them)."""
-    device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    device = model_device(model, torch.device("cpu"))
     with evaluation_mode(model):
         logits = model_logits(model, batch.tokens[:, :-1].to(device))  # (batch, length - 1, vocab)
     mask = batch.predictable[:, :-1].to(logits.device)

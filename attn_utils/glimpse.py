@@ -31,6 +31,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .canvas import DIGIT, MARGIN, REGION
+from .checks import check_positive_int
 from .pooling import pool_by_scores
 
 MODES = ("soft", "hard", "uniform")
@@ -246,8 +247,7 @@ def scorer_gradient_samples(model: GlimpseClassifier, images: torch.Tensor, labe
     cross-entropy, which is deterministic, repeated ``num_samples`` times. Draws use torch's global
     generator.
     """
-    if num_samples < 1:
-        raise ValueError(f"num_samples must be positive, got {num_samples}")
+    check_positive_int("num_samples", num_samples)
     params = model.scorer_parameters()
     regions, scores, alpha = model.attend(images)
     if model.mode != "hard":

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .checks import check_tokens
+from .checks import check_positive_int, check_tokens
 
 
 @dataclass(frozen=True)
@@ -51,10 +51,11 @@ def repeated_segments(num_sequences: int, length: int, vocab_size: int, min_segm
     last) whose token occurs only once before, at its source: there "the token after the earlier
     occurrence" is defined (a large vocabulary keeps such clashes rare).
     """
-    if min(num_sequences, length, min_segment) < 1 or min_segment > max_segment:
-        raise ValueError(f"need num_sequences, length >= 1 and 1 <= min_segment <= max_segment, got "
-                         f"num_sequences={num_sequences}, length={length}, min_segment={min_segment}, "
-                         f"max_segment={max_segment}")
+    for name, value in (("num_sequences", num_sequences), ("length", length), ("min_segment", min_segment),
+                        ("max_segment", max_segment)):
+        check_positive_int(name, value)
+    if min_segment > max_segment:
+        raise ValueError(f"need min_segment <= max_segment, got min_segment={min_segment}, max_segment={max_segment}")
     if 2 * max_segment > length:
         raise ValueError(f"two segments of up to max_segment={max_segment} tokens do not fit in length={length}")
     if not 0 <= first_token < vocab_size - 1:

@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 from .attention import attend, score_layer
-from .checks import check_tokens
+from .checks import check_positive_int, check_tokens
 from .masking import lengths_to_mask, masked_softmax
 from .seq2seq import (
     Decoder,
@@ -115,8 +115,8 @@ class LuongDecoder(Decoder):
             raise ValueError(f"score must be one of {SCORES}, got {score!r}")  # before any layer draws weights
         if local not in LOCAL_MODES:
             raise ValueError(f"local must be one of {LOCAL_MODES}, got {local!r}")
-        if local is not None and (not isinstance(half_width, int) or half_width < 1):
-            raise ValueError(f"half_width (D) must be a positive int for local attention, got {half_width!r}")
+        if local is not None:
+            check_positive_int("half_width (D)", half_width, hint="for local attention")
         h = num_hiddens
         self.num_hiddens, self.score_name, self.local, self.half_width = h, score, local, half_width
         self.input_feeding, self.scaled = input_feeding, scaled

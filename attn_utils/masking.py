@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from .checks import checks_read_values
+from .checks import check_positive_int, checks_read_values
 
 #: dtypes whose softmax is computed in float32 (and returned in their own dtype)
 LOW_PRECISION_DTYPES = (torch.float16, torch.bfloat16)
@@ -201,8 +201,7 @@ def sliding_window_mask(num_queries: int, num_keys: int, window: int, device=Non
     positions (as in ``causal_mask``): sliding-window attention (Beltagy et al., 2020). With ``window
     >= num_keys`` it equals ``causal_mask``."""
     for name, value in [("num_queries", num_queries), ("num_keys", num_keys), ("window", window)]:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        check_positive_int(name, value)
     queries = torch.arange(num_queries, device=device).unsqueeze(1) + num_keys - num_queries
     keys = torch.arange(num_keys, device=device).unsqueeze(0)
     return (keys <= queries) & (keys > queries - window)

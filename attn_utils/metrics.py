@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
+from .checks import check_positive_int
 from .data.relations import LABELS, relation_type
 
 if TYPE_CHECKING:
@@ -126,8 +127,7 @@ def bootstrap_bleu(hypotheses: Sequence, references: Sequence, num_samples: int 
     """
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be between 0 and 1, got {confidence!r}")
-    if not isinstance(num_samples, int) or num_samples < 1:
-        raise ValueError(f"num_samples must be a positive int, got {num_samples!r}")
+    check_positive_int("num_samples", num_samples)
     statistics = bleu_statistics(hypotheses, references, max_order)  # (sentences, 2 * max_order + 2)
     generator = torch.Generator().manual_seed(seed)
     picks = torch.randint(len(statistics), (num_samples, len(statistics)), generator=generator)

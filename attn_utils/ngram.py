@@ -24,6 +24,8 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Hashable, Iterable, Sequence
 
+from .checks import check_positive_int
+
 BOUNDARY = "<s>"  # the padding before the first token of a sequence (a context, never a target)
 
 
@@ -48,8 +50,7 @@ class KneserNeyLM:
     """
 
     def __init__(self, order: int, vocab: Iterable[Hashable], discounts: Sequence[float] | None = None):
-        if not isinstance(order, int) or order < 1:
-            raise ValueError(f"order must be a positive integer (1 = unigram), got {order!r}")
+        check_positive_int("order", order, hint="(1 = unigram)")
         self.order = order
         self.vocab = list(dict.fromkeys(vocab))
         if not self.vocab:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .checks import check_positive_int
 from .masking import masked_softmax_visible
 
 
@@ -64,8 +65,9 @@ class LearnedQueryPooling(nn.Module):
 
     def __init__(self, size: int, projection_size: int | None = None):
         super().__init__()
-        if size < 1 or (projection_size is not None and projection_size < 1):
-            raise ValueError(f"size and projection_size must be positive, got {size} and {projection_size}")
+        check_positive_int("size", size)
+        if projection_size is not None:
+            check_positive_int("projection_size", projection_size, hint="or None (no projection)")
         self.size = size
         self.projection = None if projection_size is None else nn.Linear(size, projection_size)
         key_size = size if projection_size is None else projection_size

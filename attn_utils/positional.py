@@ -15,12 +15,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .checks import check_positive_int
+
 
 def _check_size(num_hiddens, max_len) -> None:
     if not isinstance(num_hiddens, int) or num_hiddens < 2 or num_hiddens % 2:
         raise ValueError(f"num_hiddens must be an even int >= 2 (sines and cosines come in pairs), got {num_hiddens!r}")
-    if not isinstance(max_len, int) or max_len < 1:
-        raise ValueError(f"max_len must be a positive int, got {max_len!r}")
+    check_positive_int("max_len", max_len)
 
 
 def frequencies(num_hiddens: int) -> torch.Tensor:

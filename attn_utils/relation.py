@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .checks import check_positive_int
 from .packed import run_packed
 from .pooling import LearnedQueryPooling
 
@@ -79,9 +80,9 @@ class AttentionBiLSTM(nn.Module):
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, num_classes: int,
                  dropout: float = 0.3, pooling: str = "attention", padding_idx: int | None = 0):
         super().__init__()
-        if min(vocab_size, embed_size, hidden_size, num_classes) < 1:
-            raise ValueError(f"sizes must be positive, got vocab_size={vocab_size}, embed_size={embed_size}, "
-                             f"hidden_size={hidden_size}, num_classes={num_classes}")
+        for name, value in (("vocab_size", vocab_size), ("embed_size", embed_size), ("hidden_size", hidden_size),
+                            ("num_classes", num_classes)):
+            check_positive_int(name, value)
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
         if not 0.0 <= dropout < 1.0:

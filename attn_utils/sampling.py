@@ -19,7 +19,7 @@ import statistics
 
 import torch
 
-from .checks import check_tokens
+from .checks import check_non_negative_int, check_positive_int, check_tokens
 from .kv_cache import KVCache
 from .measure import interleaved_times
 from .modes import evaluation_mode
@@ -33,9 +33,7 @@ def _check_temperature(temperature) -> float:
 
 
 def _check_top_k(top_k) -> int | None:
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
-        raise ValueError(f"top_k must be None (no filtering) or an int >= 1, got {top_k!r}")
-    return top_k
+    return None if top_k is None else check_positive_int("top_k", top_k, hint="or None (no filtering)")
 
 
 def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
@@ -106,8 +104,7 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, temperature: floa
     check_tokens(prompt, "prompt")
     if prompt.shape[1] < 1:
         raise ValueError(f"prompt must hold at least one token (e.g. <bos>), got shape {tuple(prompt.shape)}")
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
+    check_non_negative_int("max_new_tokens", max_new_tokens)
     temperature, top_k = _check_temperature(temperature), _check_top_k(top_k)
     tokens, steps_logits, cache = prompt, [], None
     with evaluation_mode(model):
@@ -137,8 +134,7 @@ def kv_cache_bytes(num_blks: int, num_heads: int, length: int, head_dim: int, ba
     where ``num_heads`` counts the key/value heads (fewer than the query heads with grouped-query attention)."""
     for name, value in [("num_blks", num_blks), ("num_heads", num_heads), ("length", length),
                         ("head_dim", head_dim), ("batch", batch)]:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+        check_non_negative_int(name, value)
     itemsize = torch.empty((), dtype=dtype).element_size()
     return 2 * num_blks * num_heads * length * head_dim * batch * itemsize
 
@@ -157,8 +153,7 @@ def time_generation(model, lengths, *, batch: int = 1, prompt_len: int = 1, repe
     lengths = list(lengths)
     if not lengths or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in lengths):
         raise ValueError(f"lengths must be a non-empty list of ints >= 1, got {lengths!r}")
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
+    check_positive_int("repeats", repeats)
     weight = model.embedding.weight
     device = weight.device
     vocab = weight.shape[0]
@@ -199,8 +194,7 @@ def filled_cache(model, length: int, batch: int = 1):
     """A ``CausalLanguageModel``'s cache as after ``length`` tokens, holding random keys and values (the
     time of a decoding step does not depend on them): ``length`` positions, or the last ``window`` for a
     model with a sliding window. Its ``nbytes`` is the memory such a cache takes."""
-    if isinstance(length, bool) or not isinstance(length, int) or length < 0:
-        raise ValueError(f"length must be an int >= 0, got {length!r}")
+    check_non_negative_int("length", length)
     empty = model.empty_cache(batch)
     kept = length if model.window is None else min(length, model.window)
     shape = (*empty.keys.shape[:3], kept, empty.keys.shape[-1])  # (blocks, batch, kv heads, kept, head size)

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from .checks import check_labelled_inputs, check_positive_int
-from .device import set_seed
+from .device import model_device, set_seed
 from .evaluate import accuracy, evaluate_bleu
 from .kernel_regression import NWKernelRegression, leave_one_out_mask
 from .losses import classifier_loss, sequence_loss
@@ -97,7 +97,7 @@ def train_seq2seq(model, data, *, lr: float = 5e-3, max_steps: int | None = None
     An empty training set is a ``ValueError``. A loss that rises ``divergence_factor`` times above
     its start stops training with ``RuntimeError`` (``fit`` says how; ``None`` turns the check off).
     """
-    device = next(model.parameters()).device if device is None else torch.device(device)
+    device = model_device(model) if device is None else torch.device(device)
     model.to(device)
     torch.manual_seed(seed)
     pad = data.tgt_vocab.pad
@@ -139,7 +139,7 @@ def train_classifier(model: nn.Module, inputs: Sequence[torch.Tensor], labels: t
     inputs = tuple(inputs)
     check_labelled_inputs(inputs, labels)
     check_positive_int("batch_size", batch_size)
-    device = next(model.parameters()).device
+    device = model_device(model)
     generator = torch.Generator().manual_seed(seed)
     num = labels.shape[0]
     order, position = torch.randperm(num, generator=generator), 0

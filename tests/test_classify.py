@@ -86,6 +86,17 @@ def test_evidence_hit_rate_counts_argmax_matches():
     assert evidence_hit_rate(weights, torch.tensor([1, 0, 0, 1])) == 0.5  # ties go to the first
 
 
+def test_a_model_without_parameters_predicts_on_the_device_of_its_inputs():
+    class SignOfSum(nn.Module):  # no parameters: there is no model device, the inputs stay where they are
+        def forward(self, x):
+            return torch.stack([-x.sum(-1), x.sum(-1)], dim=-1)
+
+    x = torch.tensor([[1.0, 2.0], [-3.0, 1.0], [0.5, 0.0]])
+    predictions, weights = predict(SignOfSum(), [x], batch_size=2)
+    assert predictions.tolist() == [1, 0, 1] and weights is None
+    assert accuracy(SignOfSum(), [x], torch.tensor([1, 1, 1])) == pytest.approx(2 / 3)
+
+
 def test_bad_input_is_named():
     inputs, labels = _data()
     with pytest.raises(ValueError, match="one row per label"):

@@ -70,7 +70,7 @@ def test_splits_are_disjoint_and_canvases_use_only_their_split():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(num=0, seed=0), "num must be a positive int"),
+    (dict(num=0, seed=0), "num must be a positive integer, got 0"),
     (dict(num=5, seed=0, grid=1), "grid must be an int >= 2"),
     (dict(num=5, seed=0, split="dev"), "split must be one of"),
     (dict(num=5, seed=0, distractors=9), r"distractors must lie in \[0, 8\]"),

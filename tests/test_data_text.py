@@ -111,7 +111,7 @@ def test_vocab_keeps_the_same_tokens_as_d2l(d2l):
 def test_pad_or_truncate():
     assert pad_or_truncate(["a", "b"], 4) == ["a", "b", "<pad>", "<pad>"]
     assert pad_or_truncate(["a", "b", "c"], 2) == ["a", "b"]
-    with pytest.raises(ValueError, match="num_steps must be a positive int"):
+    with pytest.raises(ValueError, match="num_steps must be a positive integer"):
         build_array([["a"]], Vocab(["a"]), 0)
 
 
@@ -154,7 +154,7 @@ def test_bucket_batches_hold_equal_lengths_and_cover_every_index():
     dropped = BucketBatchSampler(lengths, 32, drop_last=True)
     assert len(dropped) == sum(c // 32 for c in counts) == len(list(dropped))
     assert all(len(b) == 32 for b in dropped.batches(5))
-    with pytest.raises(ValueError, match="batch_size must be a positive int"):
+    with pytest.raises(ValueError, match="batch_size must be a positive integer"):
         BucketBatchSampler(lengths, 0)
 
 
@@ -194,5 +194,5 @@ def test_split_is_disjoint_by_english_and_reproducible():
         split_by_source(corpus, 0, 500, max_eval_len=3)
     with pytest.raises(ValueError, match="num_train must be an int in 0.."):
         split_by_source(corpus, 40, 50, num_train=10**6)
-    with pytest.raises(ValueError, match="num_val must be an int >= 0"):
+    with pytest.raises(ValueError, match="num_val must be a non-negative integer, got -1"):
         split_by_source(corpus, -1, 50)

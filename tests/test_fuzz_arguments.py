@@ -18,7 +18,24 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from attn_utils import AdditiveAttention, ConcatAttention, DotProductAttention, LocationAttention, masked_softmax
+from attn_utils.checks import check_non_negative_int, check_positive_int
+from attn_utils.data.batching import BucketBatchSampler, build_array
+from attn_utils.data.digits import canvas_layout
+from attn_utils.data.moby_dick import load_running_text
+from attn_utils.data.splits import split_by_source
+from attn_utils.data.vocab import BOS, EOS, PAD, Vocab
+from attn_utils.decoding import beam_search, greedy_decode
+from attn_utils.glimpse import scorer_gradient_samples
+from attn_utils.induction import repeated_segments
+from attn_utils.luong import LuongDecoder
+from attn_utils.masking import sliding_window_mask
+from attn_utils.metrics import bootstrap_bleu
 from attn_utils.multihead import MultiHeadAttention
+from attn_utils.ngram import KneserNeyLM
+from attn_utils.pooling import LearnedQueryPooling
+from attn_utils.positional import LearnedPositionalEncoding, PositionalEncoding
+from attn_utils.relation import AttentionBiLSTM
+from attn_utils.sampling import generate, kv_cache_bytes
 
 FUZZ = settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 LOW_PRECISION = [torch.float16, torch.bfloat16]
@@ -204,3 +221,73 @@ def test_multihead_attention_returns_finite_output_or_raises_value_error(num_hea
             and queries.dtype != torch.float32:
         defects.append("float32 weights")  # the layer keeps float32 weights
     check(lambda: layer(queries, keys, values, lens), (batch, num_q, num_hiddens), defects)
+
+
+# ---------------------------------------------------------------------------------------------
+# Counts: every public entry point checks them with checks.check_positive_int (or check_non_negative_int)
+# ---------------------------------------------------------------------------------------------
+
+_SRC = torch.zeros(2, 3, dtype=torch.long)
+_VOCAB = Vocab(["a", "b"], reserved_tokens=[PAD, BOS, EOS])
+_NO_MODEL = torch.nn.Identity()  # generate() with 0 new tokens never calls it
+
+#: (what the message starts with, a call that passes the value to that argument and only bad values to none other)
+POSITIVE_COUNTS = {
+    "beam_search beam_size": ("beam_size", lambda v: beam_search(None, _SRC, None, 1, 2, max_len=5, beam_size=v)),
+    "beam_search max_len": ("max_len", lambda v: beam_search(None, _SRC, None, 1, 2, max_len=v)),
+    "greedy_decode max_len": ("max_len", lambda v: greedy_decode(None, _SRC, None, 1, 2, max_len=v)),
+    "PositionalEncoding max_len": ("max_len", lambda v: PositionalEncoding(8, 0.0, max_len=v)),
+    "LearnedPositionalEncoding max_len": ("max_len", lambda v: LearnedPositionalEncoding(8, 0.0, max_len=v)),
+    "build_array num_steps": ("num_steps", lambda v: build_array([["a", "b"]], _VOCAB, v)),
+    "BucketBatchSampler batch_size": ("batch_size", lambda v: BucketBatchSampler([1, 2, 2], batch_size=v)),
+    "bootstrap_bleu num_samples": ("num_samples", lambda v: bootstrap_bleu([["a"]], [["a"]], num_samples=v)),
+    "KneserNeyLM order": ("order", lambda v: KneserNeyLM(v, ["a", "b"])),
+    "canvas_layout num": ("num", lambda v: canvas_layout(v, seed=0, grid=1)),  # grid=1: refused after num
+    "load_running_text min_freq": ("min_freq", lambda v: load_running_text(v, reserved_tokens=())),  # likewise
+    "sliding_window_mask window": ("window", lambda v: sliding_window_mask(3, 4, v)),
+    "LuongDecoder half_width": (r"half_width \(D\)",
+                                lambda v: LuongDecoder(10, 4, 4, local="monotonic", half_width=v)),
+    "generate top_k": ("top_k", lambda v: generate(_NO_MODEL, _SRC, 0, top_k=v)),
+    "scorer_gradient_samples num_samples": ("num_samples", lambda v: scorer_gradient_samples(None, None, None, v)),
+    "LearnedQueryPooling size": ("size", lambda v: LearnedQueryPooling(v)),
+    "AttentionBiLSTM hidden_size": ("hidden_size", lambda v: AttentionBiLSTM(10, 4, v, 3)),
+    "repeated_segments num_sequences": ("num_sequences", lambda v: repeated_segments(v, 20, 10, 2, 4)),
+}
+
+
+@pytest.mark.parametrize("bad", [True, 0, -1, 2.0, "3"], ids=repr)
+@pytest.mark.parametrize("entry", list(POSITIVE_COUNTS))
+def test_counts_refuse_bools_zero_negatives_floats_and_strings_naming_the_argument(entry, bad):
+    name, call = POSITIVE_COUNTS[entry]
+    with pytest.raises(ValueError, match=rf"^{name} must be a positive integer\b.*, got {re.escape(repr(bad))}$"):
+        call(bad)
+    try:  # a good count gets past the check (the call may still stop later, on the stand-ins passed elsewhere)
+        call(2)
+    except Exception as err:  # any later failure will do, as long as it is not about this count
+        assert not re.match(rf"{name} must be", str(err)), str(err)
+
+
+NON_NEGATIVE_COUNTS = {
+    "generate max_new_tokens": ("max_new_tokens", lambda v: generate(_NO_MODEL, _SRC, v)),
+    "kv_cache_bytes length": ("length", lambda v: kv_cache_bytes(2, 2, v, 4)),
+    "split_by_source num_test": ("num_test", lambda v: split_by_source(None, 0, v)),
+}
+
+
+@pytest.mark.parametrize("bad", [True, -1, 2.0, "3"], ids=repr)
+@pytest.mark.parametrize("entry", list(NON_NEGATIVE_COUNTS))
+def test_counts_that_may_be_zero_refuse_bools_negatives_floats_and_strings(entry, bad):
+    name, call = NON_NEGATIVE_COUNTS[entry]
+    with pytest.raises(ValueError, match=rf"^{name} must be a non-negative integer, got {re.escape(repr(bad))}$"):
+        call(bad)
+    try:
+        call(0)
+    except Exception as err:
+        assert not re.match(rf"{name} must be", str(err)), str(err)
+
+
+def test_check_positive_int_returns_the_count_and_says_the_hint():
+    assert check_positive_int("order", 3) == 3 and check_non_negative_int("length", 0) == 0
+    with pytest.raises(ValueError, match=r"^order must be a positive integer \(1 = unigram\), got 0$"):
+        check_positive_int("order", 0, hint="(1 = unigram)")
+    assert kv_cache_bytes(2, 2, 0, 4) == 0 and generate(_NO_MODEL, _SRC, 0).equal(_SRC)  # 0 is a count here

@@ -242,7 +242,7 @@ def test_bad_model_input_is_named():
         GlimpseClassifier("hard", reward="accuracy")
     with pytest.raises(ValueError, match="inference must be"):
         GlimpseClassifier("hard", inference="mean")
-    with pytest.raises(ValueError, match="num_samples must be positive"):
+    with pytest.raises(ValueError, match="num_samples must be a positive integer, got 0"):
         scorer_gradient_samples(model, torch.zeros(1, 1, 30, 30), torch.zeros(1, dtype=torch.long), num_samples=0)
 
 

@@ -212,7 +212,7 @@ def test_bootstrap_bleu_is_the_percentile_interval_of_sacrebleu_on_the_resamples
 def test_bootstrap_bleu_rejects_bad_settings():
     with pytest.raises(ValueError, match="confidence must be between 0 and 1, got 95"):
         bootstrap_bleu(["le chat"], ["le chat"], confidence=95)
-    with pytest.raises(ValueError, match="num_samples must be a positive int, got 0"):
+    with pytest.raises(ValueError, match="num_samples must be a positive integer, got 0"):
         bootstrap_bleu(["le chat"], ["le chat"], num_samples=0)
     with pytest.raises(ValueError, match="expected 10 summed counts for max_order=4, got 3"):
         bleu_from_statistics(torch.tensor([1, 2, 3]))

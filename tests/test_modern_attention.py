@@ -270,5 +270,5 @@ def test_a_filled_cache_has_the_shape_of_length_tokens_and_decodes_on(options, k
     assert cache.nbytes == kv_cache_bytes(2, heads, kept, 4, batch=2, dtype=torch.float64)
     after = decode_steps(model, cache, steps=3)
     assert after.length == 15 and after.keys.shape[3] == (15 if "window" not in options else 5)
-    with pytest.raises(ValueError, match="length must be an int >= 0"):
+    with pytest.raises(ValueError, match="length must be a non-negative integer, got -1"):
         filled_cache(model, -1)

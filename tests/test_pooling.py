@@ -62,7 +62,7 @@ def test_gradients_reach_the_query_and_bad_shapes_are_named():
     assert pool.query.grad is not None and pool.query.grad.abs().sum() > 0
     with pytest.raises(ValueError, match=r"expects H of shape \(batch, steps, 4\), got \(2, 3\)"):
         pool(torch.randn(2, 3))
-    with pytest.raises(ValueError, match="must be positive"):
+    with pytest.raises(ValueError, match="size must be a positive integer, got 0"):
         LearnedQueryPooling(0)
 
 

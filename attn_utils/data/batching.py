@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
+from ..checks import check_positive_int
 from .vocab import BOS, EOS, PAD, Vocab
 
 
@@ -28,8 +29,7 @@ def build_array(sentences: Sequence[Sequence[str]], vocab: Vocab, num_steps: int
     ``array`` is ``(len(sentences), num_steps)`` (``num_steps + 1`` with ``<bos>`` for targets) of
     int64 indices; ``valid_len`` counts the non-padding tokens of each row.
     """
-    if not isinstance(num_steps, int) or num_steps < 1:
-        raise ValueError(f"num_steps must be a positive int, got {num_steps!r}")
+    check_positive_int("num_steps", num_steps)
     lookup, unk = vocab.token_to_idx.get, vocab.unk
     prefix = [BOS] if is_tgt else []
     width = num_steps + 1 if is_tgt else num_steps
@@ -53,8 +53,7 @@ class BucketBatchSampler(torch.utils.data.Sampler):
     def __init__(self, lengths, batch_size: int, seed: int = 0, shuffle: bool = True, drop_last: bool = False):
         if isinstance(lengths, torch.Tensor):
             lengths = lengths.tolist()
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        check_positive_int("batch_size", batch_size)
         self.buckets: dict[int, list[int]] = {}
         for index, length in enumerate(lengths):
             self.buckets.setdefault(int(length), []).append(index)

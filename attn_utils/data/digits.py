@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from ..canvas import DIGIT, MARGIN, REGION
+from ..checks import check_positive_int
 
 SPLITS = {"train": (0.0, 0.6), "val": (0.6, 0.8), "test": (0.8, 1.0)}  # fractions of the 1,797 digits
 
@@ -51,8 +52,7 @@ def canvas_layout(num: int, seed: int, grid: int = 3, split: str = "train", dist
     row), ``frames`` ``(num, grid * grid)`` (0: no frame, 1: the full frame, 2-5: a broken frame
     missing its top, bottom, left or right side) and ``evidence`` ``(num,)``, the framed region.
     """
-    if not isinstance(num, int) or num < 1:
-        raise ValueError(f"num must be a positive int, got {num!r}")
+    check_positive_int("num", num)
     if not isinstance(grid, int) or grid < 2:
         raise ValueError(f"grid must be an int >= 2 (at least 4 regions to choose from), got {grid!r}")
     regions = grid * grid

@@ -22,6 +22,7 @@ from importlib import resources
 
 import torch
 
+from ..checks import check_positive_int
 from .vocab import BOS, RESERVED_TOKENS, Vocab
 
 MOBY_DICK_FILE = "moby_dick.txt.gz"
@@ -84,8 +85,7 @@ class RunningText:
 def load_running_text(min_freq: int = 3, reserved_tokens=RESERVED_TOKENS) -> RunningText:
     """*Moby-Dick*, tokenised and split by chapters (see the module docstring); words seen fewer than
     ``min_freq`` times in the training chapters become ``<unk>``."""
-    if not isinstance(min_freq, int) or min_freq < 1:
-        raise ValueError(f"min_freq must be a positive integer, got {min_freq!r}")
+    check_positive_int("min_freq", min_freq)
     if BOS not in reserved_tokens:
         raise ValueError(f"reserved_tokens must include {BOS!r}, which starts every chapter; got {reserved_tokens!r}")
     split_of = {0: "test", 5: "val"}

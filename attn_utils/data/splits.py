@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from ..checks import check_non_negative_int
 from .text import ParallelCorpus
 
 
@@ -55,8 +56,7 @@ def split_by_source(corpus: ParallelCorpus, num_val: int, num_test: int, num_tra
     ``num_train`` of them. The same arguments always give the same split.
     """
     for name, value in (("num_val", num_val), ("num_test", num_test)):
-        if not isinstance(value, int) or value < 0:
-            raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+        check_non_negative_int(name, value)
     groups: dict[str, list[int]] = {}
     for i, tokens in enumerate(corpus.src):
         groups.setdefault(" ".join(tokens), []).append(i)
