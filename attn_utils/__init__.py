@@ -55,18 +55,21 @@ shared: translation data (chapters       ``data.loader``, ``data.tatoeba``,
                                          ``data.bundled``, ``data.generate``
 shared: figures, widgets, measurements   ``plot``, ``widgets``, ``measure``,
                                          ``diagrams``
+shared: stored benchmark runs (GPU       ``stored_results``
+results beside the live ones)
 shared: tolerances on every device       ``tolerance``
 shared: exercise checking                                                             ``exercises.core``
 =======================================  ===========================================  ==========================
 """
 
-# Shared: device and seed, budgets and the training loop, figures, measurements
+# Shared: device and seed, budgets and the training loop, figures, measurements (live and stored)
 from .budgets import budget as budget
 from .device import get_device as get_device
 from .device import set_seed as set_seed
 from .measure import environment as environment
 from .plot import show_heatmaps as show_heatmaps
 from .plot import show_text_weights as show_text_weights
+from .stored_results import load_stored_run as load_stored_run
 from .training_loop import fit as fit
 
 # isort: split

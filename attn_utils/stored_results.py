@@ -6,6 +6,11 @@ curves of every model come from the benchmark's file, ``benchmarks/results/trans
 the course was installed without the repository (Colab), downloads it from the repository;
 ``check_translator_results`` validates its schema, ``summarize_runs`` gives one row per model (mean,
 min and max over seeds) and ``format_summary`` prints them.
+
+The other benchmarks store one run each, labelled with its device (``benchmarks/results/*_cuda*.json``:
+chapter 8's layer costs, chapter 9's multi-head attention, section 11's caches, memory and kernels);
+``load_stored_run`` reads one where the repository is present and returns None elsewhere, so that a
+chapter read without the repository (Colab) says that it has no stored run instead of failing.
 """
 
 from __future__ import annotations
@@ -36,6 +41,23 @@ def find_results_file(name: str = RESULTS_FILE, start: str | Path | None = None)
         if candidate.is_file():
             return candidate
     return None
+
+
+def load_stored_run(name: str, start: str | Path | None = None) -> dict | None:
+    """The stored benchmark run ``benchmarks/results/<name>.json`` (``name`` with or without ``.json``) found in
+    ``start`` (default: the working directory) or a parent, as a dict; None where there is no such file.
+    A file that is not a JSON object raises a ``ValueError`` naming it."""
+    filename = name if name.endswith(".json") else f"{name}.json"
+    path = find_results_file(filename, start)
+    if path is None:
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is not a JSON file of stored results: {err}") from err
+    if not isinstance(record, dict):
+        raise ValueError(f"{path}: expected a JSON object (one stored run), got {type(record).__name__}")
+    return record
 
 
 def load_translator_results(path: str | Path | None = None, name: str = RESULTS_FILE) -> dict:

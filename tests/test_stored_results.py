@@ -12,6 +12,7 @@ from attn_utils.stored_results import (
     check_translator_results,
     find_results_file,
     format_summary,
+    load_stored_run,
     load_translator_results,
     plot_curves,
     summarize_runs,
@@ -85,6 +86,43 @@ def test_load_translator_results_finds_the_file_above_the_working_directory(tmp_
     (results / "broken.json").write_text("{not json", encoding="utf-8")
     with pytest.raises(ValueError, match="is not a JSON file of stored results"):
         load_translator_results(results / "broken.json")
+
+
+def test_load_stored_run_finds_a_benchmark_file_above_the_start_or_returns_none(tmp_path, monkeypatch):
+    results = tmp_path / "repository" / "benchmarks" / "results"
+    results.mkdir(parents=True)
+    run = {"benchmark": "layer_costs", "device_type": "cuda", "device_name": "GPU X",
+           "results": [{"n": 16, "GRU": {"ms": 0.25}}]}
+    (results / "layer_costs_cuda.json").write_text(json.dumps(run), encoding="utf-8")
+    chapter = tmp_path / "repository" / "chapters" / "part3"
+    chapter.mkdir(parents=True)
+    monkeypatch.chdir(chapter)
+    assert load_stored_run("layer_costs_cuda") == run  # from the working directory upwards
+    assert load_stored_run("layer_costs_cuda.json")["results"][0]["GRU"]["ms"] == 0.25
+    assert load_stored_run("multihead_cuda") is None  # no such run: the chapter says so
+    elsewhere = tmp_path / "colab"  # a copy of the course without the repository
+    elsewhere.mkdir()
+    assert load_stored_run("layer_costs_cuda", start=elsewhere) is None
+    assert load_stored_run("layer_costs_cuda", start=chapter)["device_name"] == "GPU X"
+    (results / "broken.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(ValueError, match="broken.json is not a JSON file of stored results"):
+        load_stored_run("broken")
+    (results / "list.json").write_text("[1, 2]", encoding="utf-8")
+    with pytest.raises(ValueError, match="expected a JSON object .* got list"):
+        load_stored_run("list")
+
+
+def test_the_stored_gpu_runs_name_their_device():
+    """Every CUDA run the chapters show is found from the tests' folder and labelled with its GPU."""
+    from pathlib import Path
+
+    results = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+    names = sorted(p.stem for p in results.glob("*_cuda*.json"))
+    assert "layer_costs_cuda" in names and "multihead_cuda" in names
+    for name in names:
+        run = load_stored_run(name, start=__file__)
+        assert run is not None and run["device_type"] == "cuda", name
+        assert run["device_name"].startswith("NVIDIA "), name
 
 
 def test_plot_curves_draws_one_line_per_run():
