@@ -39,7 +39,8 @@ chapter                                  modules                                
     models                               ``causal_attention``,
                                          ``masking.sliding_window_mask``
 11d Induction heads                      ``induction``                                ``exercises.ch11_induction``
-11e FlashAttention on a GPU              ``triton_attention``                         ``exercises.ch11_kernel``
+11e FlashAttention on a GPU              ``triton_attention``,                        ``exercises.ch11_kernel``
+                                         ``attention.set_attention_kernel``
 shared: device and seed, model modes     ``device``, ``modes``
 shared: masks, argument checks           ``masking``, ``checks``
 shared: the losses                       ``losses``
@@ -228,6 +229,7 @@ from .trainers import train_language_model as train_language_model
 
 # isort: split
 # Chapter 11b: making attention fast
+from .attention import set_attention_kernel as set_attention_kernel
 from .fast_attention import FlashAttentionFunction as FlashAttentionFunction
 from .fast_attention import tiled_attention as tiled_attention
 from .measure import attention_memory as attention_memory

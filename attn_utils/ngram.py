@@ -16,6 +16,21 @@ A context never seen in training hands all of its mass to the next lower order. 
 each order is ``D = n1 / (n1 + 2 n2)``, with ``n1`` and ``n2`` the numbers of n-grams of that order
 whose (raw or continuation) count is 1 and 2 (Ney, Essen and Kneser, 1994). Sequences are padded
 with ``order - 1`` boundary tokens at the start; the boundary token itself is never predicted.
+
+``KneserNeyLM(order, vocab, modified=True)`` is *modified* Kneser–Ney, the strongest method of Chen
+and Goodman's comparison (1999; technical report TR-10-98, 1998): three discounts per
+order, ``D1``, ``D2`` and ``D3+`` for the n-grams of (raw or continuation) count 1, 2 and 3 or more,
+
+* ``P(w | h) = (c(h w) - D(c(h w))) / c(h) + gamma(h) * P(w | h')``, ``D(0) = 0``;
+* ``gamma(h) = (D1 N1(h .) + D2 N2(h .) + D3+ N3+(h .)) / c(h)``, where ``N1(h .)``, ``N2(h .)`` and
+  ``N3+(h .)`` count the distinct words seen after ``h`` with count exactly 1, exactly 2 and 3 or more;
+* from the count-of-counts ``n1 .. n4`` of the order: ``Y = n1 / (n1 + 2 n2)``,
+  ``D1 = 1 - 2 Y n2 / n1``, ``D2 = 2 - 3 Y n3 / n2``, ``D3+ = 3 - 4 Y n4 / n3`` (``D1`` works out
+  equal to ``Y``, the single discount before its clamping). The same formulas are in KenLM's
+  ``lmplz`` and SRILM's ``make-kn-discounts``.
+
+Everything else (continuation counts below the top order, the uniform distribution below the unigram
+level, unseen contexts, the boundary padding) is as in the single-discount model.
 """
 
 from __future__ import annotations
@@ -47,9 +62,27 @@ class KneserNeyLM:
     where ``context`` is the list of preceding tokens (only the last ``order - 1`` count; a short
     one is padded with the boundary token, as at the start of a sequence); ``perplexity(sequences)``
     scores every token of every sequence. For each context the probabilities sum to 1 over ``vocab``.
+
+    ``discounts`` fixes the discounts instead of estimating them: one number in (0, 1) per order,
+    unigram first. After ``fit``, ``discounts`` holds those in use.
+
+    ``modified=True`` gives modified Kneser–Ney (see the module's docstring): three discounts per
+    order, and ``discounts`` (given or estimated) is one triple ``(D1, D2, D3+)`` per order, unigram
+    first, with ``0 < Dk <= k``. Where the count-of-counts cannot give the estimates, they fall back:
+
+    * an order where no n-gram has count 1, or none has count 2, or none has count 3 (``n1``, ``n2``
+      or ``n3`` is zero, and a formula divides by it) uses the default model's single discount for
+      all three, ``D1 = D2 = D3+ = D``: that order then follows the default model's formula;
+    * every estimate ``Dk`` is clamped to ``[0.05, k]``. The ceiling keeps ``c - D(c) >= 0``, so
+      each context's probabilities still sum to 1; the floor keeps ``gamma(h) > 0``, so every word
+      keeps a probability above zero (the formulas give a negative ``D2`` when ``3 Y n3 > 2 n2`` and
+      a negative ``D3+`` when ``4 Y n4 > 3 n3``).
+
+    The default, ``modified=False``, is the single-discount model, unchanged.
     """
 
-    def __init__(self, order: int, vocab: Iterable[Hashable], discounts: Sequence[float] | None = None):
+    def __init__(self, order: int, vocab: Iterable[Hashable], discounts: Sequence | None = None, *,
+                 modified: bool = False):
         check_positive_int("order", order, hint="(1 = unigram)")
         self.order = order
         self.vocab = list(dict.fromkeys(vocab))
@@ -58,11 +91,29 @@ class KneserNeyLM:
         if BOUNDARY in self.vocab:
             raise ValueError(f"{BOUNDARY!r} is the boundary token; it cannot be in the vocabulary")
         self._in_vocab = set(self.vocab)
-        if discounts is not None and (len(discounts) != order or not all(0 < d < 1 for d in discounts)):
-            raise ValueError(f"discounts must be {order} numbers in (0, 1), one per order (unigram first), "
-                             f"got {discounts!r}")
-        self._fixed_discounts = None if discounts is None else tuple(float(d) for d in discounts)
+        if not isinstance(modified, bool):
+            raise ValueError(f"modified must be True or False, got {type(modified).__name__}")
+        self.modified = modified
+        if modified:
+            self._fixed_discounts = None if discounts is None else self._check_modified_discounts(discounts)
+        else:
+            if discounts is not None and (len(discounts) != order or not all(0 < d < 1 for d in discounts)):
+                raise ValueError(f"discounts must be {order} numbers in (0, 1), one per order (unigram first), "
+                                 f"got {discounts!r}")
+            self._fixed_discounts = None if discounts is None else tuple(float(d) for d in discounts)
         self.fitted = False
+
+    def _check_modified_discounts(self, discounts) -> tuple:
+        message = (f"with modified=True, discounts must be {self.order} triples (D1, D2, D3+) with 0 < Dk <= k, "
+                   f"one per order (unigram first), got {discounts!r}")
+        try:
+            triples = [tuple(float(d) for d in triple) for triple in discounts]
+        except (TypeError, ValueError):
+            raise ValueError(message) from None
+        if len(triples) != self.order or not all(
+                len(triple) == 3 and all(0 < d <= k for k, d in enumerate(triple, 1)) for triple in triples):
+            raise ValueError(message)
+        return tuple(triples)
 
     def fit(self, sequences: Iterable[Sequence[Hashable]]) -> KneserNeyLM:
         """Count the n-grams of ``sequences``; returns the model."""
@@ -90,8 +141,20 @@ class KneserNeyLM:
             self.context_totals[k], self.followers[k] = totals, followers
         if self._fixed_discounts is not None:
             self.discounts = self._fixed_discounts
+        elif self.modified:
+            self.discounts = tuple(self._estimate_modified_discounts(self.counts[k]) for k in range(1, n + 1))
         else:
             self.discounts = tuple(self._estimate_discount(self.counts[k]) for k in range(1, n + 1))
+        if self.modified:
+            # the mass each context hands down, gamma(h) c(h) = D1 N1(h .) + D2 N2(h .) + D3+ N3+(h .)
+            self.followers_by_count, self._lower_mass = {}, {}
+            for k, table in self.counts.items():
+                by_count = defaultdict(lambda: [0, 0, 0])  # context -> [N1, N2, N3+]
+                for (context, _w), c in table.items():
+                    by_count[context][min(c, 3) - 1] += 1
+                d1, d2, d3 = self.discounts[k - 1]
+                self.followers_by_count[k] = {h: tuple(nk) for h, nk in by_count.items()}
+                self._lower_mass[k] = {h: d1 * n1 + d2 * n2 + d3 * n3 for h, (n1, n2, n3) in by_count.items()}
         self.fitted = True
         return self
 
@@ -102,6 +165,16 @@ class KneserNeyLM:
         if n1 == 0:
             return 0.5  # no singletons to estimate from (a tiny corpus): a middle value
         return min(max(n1 / (n1 + 2 * n2), 0.05), 0.95)
+
+    @staticmethod
+    def _estimate_modified_discounts(table: Counter) -> tuple[float, float, float]:
+        n1, n2, n3, n4 = (sum(1 for c in table.values() if c == k) for k in (1, 2, 3, 4))
+        if n1 == 0 or n2 == 0 or n3 == 0:  # a formula divides by zero: the single discount for all three
+            d = KneserNeyLM._estimate_discount(table)
+            return d, d, d
+        y = n1 / (n1 + 2 * n2)
+        raw = (1 - 2 * y * n2 / n1, 2 - 3 * y * n3 / n2, 3 - 4 * y * n4 / n3)
+        return tuple(min(max(d, 0.05), k) for k, d in enumerate(raw, 1))
 
     def _check_word(self, word) -> None:
         if not self.fitted:
@@ -117,6 +190,10 @@ class KneserNeyLM:
         total = self.context_totals[k].get(context, 0)
         if total == 0:
             return lower  # an unseen context hands all its mass down
+        if self.modified:
+            count = self.counts[k].get((context, word), 0)
+            d = self.discounts[k - 1][min(count, 3) - 1] if count else 0.0
+            return (count - d) / total + self._lower_mass[k][context] / total * lower
         d = self.discounts[k - 1]
         count = self.counts[k].get((context, word), 0)
         return max(count - d, 0.0) / total + d * self.followers[k][context] / total * lower

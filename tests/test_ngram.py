@@ -1,11 +1,21 @@
-"""Interpolated Kneser–Ney against probabilities worked out by hand, and its invariants."""
+"""Interpolated Kneser–Ney (one discount per order, and modified: three) against probabilities worked out by
+hand, and its invariants."""
 
 import math
 import random
+from fractions import Fraction
 
 import pytest
+import torch
 
 from attn_utils.ngram import KneserNeyLM, NeighbourGuesser
+from attn_utils.tolerance import assert_close
+
+
+def close(got, expected):
+    """Numbers (or lists of them) equal within the float64 tolerance of the house policy."""
+    assert_close(torch.tensor(got, dtype=torch.float64), torch.tensor([float(e) for e in expected]
+                 if isinstance(expected, (list, tuple)) else float(expected), dtype=torch.float64))
 
 
 def toy_bigram():
@@ -101,3 +111,161 @@ def test_the_neighbour_guesser_backs_off_from_both_sides_to_one_to_none():
     assert guesser.guess("x", None) == "a"  # one side only: after x come a twice and b once
     assert guesser.guess(None, "z") == "b"  # before z: b and c once each, b counted first
     assert guesser.guess(None, None) == "x"
+
+
+# ---- modified Kneser-Ney (Chen and Goodman): D1, D2, D3+ per order ----
+
+# <s> b b e e b e e b e | <s> b c d d | <s> b e d b b
+MODIFIED_TOY = [list("bbeebeebe"), list("bcdd"), list("bedbb")]
+
+
+def test_modified_discounts_and_probabilities_match_the_hand_computation():
+    lm = KneserNeyLM(2, list("abcdef"), modified=True).fit(MODIFIED_TOY)
+    # Bigram counts: (<s> b) 3, (b e) 4 [3 in the first sequence, 1 in the last], (b b) 2, (e e) 2, (e b) 2,
+    # (b c) 1, (c d) 1, (d d) 1, (e d) 1, (d b) 1: 18 in all.
+    # Count-of-counts: n1 = 5, n2 = 3, n3 = 1 (<s> b), n4 = 1 (b e). Y = 5 / (5 + 2 * 3) = 5/11,
+    # D1 = 1 - 2 * 5/11 * 3/5 = 5/11, D2 = 2 - 3 * 5/11 * 1/3 = 17/11, D3+ = 3 - 4 * 5/11 * 1/1 = 13/11.
+    # Unigram level, continuation counts N1+(. w): b 4 [<s>, b, e, d], d 3 [c, d, e], e 2 [b, e], c 1 [b];
+    # a and f 0; 10 in all. n1 = n2 = n3 = n4 = 1, Y = 1/3, D1 = 1/3, D2 = 2 - 3 * 1/3 = 1, D3+ = 3 - 4/3 = 5/3.
+    bigram = (Fraction(5, 11), Fraction(17, 11), Fraction(13, 11))
+    unigram = (Fraction(1, 3), Fraction(1), Fraction(5, 3))
+    close([d for triple in lm.discounts for d in triple], [*unigram, *bigram])
+    assert lm.followers_by_count[1][()] == (1, 1, 2)  # c once; e twice; d and b three times or more
+    # gamma() = (1/3 * 1 + 1 * 1 + 5/3 * 2) / 10 = 7/15, shared uniformly over the 6 words: 7/90 each
+    # P1(b) = (4 - 5/3) / 10 + 7/90 = 28/90, P1(d) = (3 - 5/3) / 10 + 7/90 = 19/90,
+    # P1(e) = (2 - 1) / 10 + 7/90 = 16/90, P1(c) = (1 - 1/3) / 10 + 7/90 = 13/90, P1(a) = P1(f) = 7/90
+    p1 = {w: Fraction(n, 90) for w, n in {"a": 7, "b": 28, "c": 13, "d": 19, "e": 16, "f": 7}.items()}
+    assert sum(p1.values()) == 1
+    close([lm.prob(w, ["a"]) for w in "abcdef"], [p1[w] for w in "abcdef"])  # context a unseen: P1
+    # After b: e 4 times, b twice, c once, c(b) = 7; gamma(b) = (D1 + D2 + D3+) / 7 = (35/11) / 7 = 5/11
+    # P(e | b) = (4 - 13/11) / 7 + 5/11 * 16/90, P(b | b) = (2 - 17/11) / 7 + 5/11 * 28/90,
+    # P(c | b) = (1 - 5/11) / 7 + 5/11 * 13/90, and the unseen followers get 5/11 * P1
+    gamma_b = Fraction(5, 11)
+    expected = {w: gamma_b * p1[w] for w in "abcdef"}
+    expected["e"] += (4 - Fraction(13, 11)) / 7
+    expected["b"] += (2 - Fraction(17, 11)) / 7
+    expected["c"] += (1 - Fraction(5, 11)) / 7
+    assert sum(expected.values()) == 1
+    close([lm.prob(w, ["b"]) for w in "abcdef"], [expected[w] for w in "abcdef"])
+    close(lm.prob("e", ["b"]), Fraction(31, 77) + Fraction(8, 99))  # 0.48340...
+    # the first word: context <s>, b three times: (3 - 13/11) / 3 + (13/11 / 3) * P1(b)
+    close(lm.prob("b", []), (3 - Fraction(13, 11)) / 3 + Fraction(13, 33) * p1["b"])
+    close(lm.sequence_logprobs(["b", "e"]), [math.log((3 - 13 / 11) / 3 + 13 / 33 * 28 / 90), math.log(expected["e"])])
+
+
+def test_modified_model_with_fixed_discounts_uses_the_right_discount_for_each_count():
+    # one unigram model, raw counts a 1, b 2, c 3, d 5 of 11; discounts (0.25, 0.5, 0.75)
+    lm = KneserNeyLM(1, list("abcde"), discounts=[(0.25, 0.5, 0.75)], modified=True).fit([list("abbcccddddd")])
+    # gamma = (0.25 + 0.5 + 0.75 * 2) / 11 = 2.25 / 11, shared over 5 words
+    spread = 2.25 / 11 / 5
+    close([lm.prob(w) for w in "abcde"],
+          [0.75 / 11 + spread, 1.5 / 11 + spread, 2.25 / 11 + spread, 4.25 / 11 + spread, spread])
+
+
+def test_modified_discounts_fall_back_and_clamp_as_documented():
+    # n3 = 0 (raw counts a 1, b 2, c 2): the formula for D3+ divides by zero, so all three are the single
+    # discount n1 / (n1 + 2 n2) = 1/5, and the order follows the default model
+    corpus = [list("abbcc")]
+    modified = KneserNeyLM(1, list("abcd"), modified=True).fit(corpus)
+    default = KneserNeyLM(1, list("abcd")).fit(corpus)
+    close(modified.discounts[0], [0.2, 0.2, 0.2])
+    close([modified.prob(w) for w in "abcd"], [default.prob(w) for w in "abcd"])
+    # n1 = n2 = n3 = 1, n4 = 5 (a 1, b 2, c 3, d e f g h 4 each): Y = 1/3, D1 = 1/3, D2 = 2 - 3 * 1/3 = 1,
+    # D3+ = 3 - 4 * 1/3 * 5 = -11/3, clamped to 0.05
+    counts = {"a": 1, "b": 2, "c": 3, **{w: 4 for w in "defgh"}}
+    lm = KneserNeyLM(1, list("abcdefghi"), modified=True).fit([[w for w, c in counts.items() for _ in range(c)]])
+    close(lm.discounts[0], [1 / 3, 1.0, 0.05])
+    probs = lm.next_word_probs()
+    assert abs(math.fsum(probs.values()) - 1) <= 1e-12 and min(probs.values()) > 0  # i, unseen, too
+    # n4 = 0 (a 1, b 2, c 3): D3+ = 3 - 0 = 3, at its ceiling: c keeps only its share of gamma
+    lm = KneserNeyLM(1, list("abcd"), modified=True).fit([list("abbccc")])
+    close(lm.discounts[0], [1 / 3, 1.0, 3.0])  # Y = 1/3, D2 = 2 - 3 * 1/3
+    close(lm.prob("c"), (1 / 3 + 1 + 3) / 6 / 4)
+
+
+@pytest.mark.parametrize("order", [1, 2, 3, 4])
+def test_modified_distributions_sum_to_one_for_every_context(order):
+    rng = random.Random(100 + order)
+    seen = list("abcdefghijklmnop")
+    vocab = [*seen, "y", "z"]  # y and z never occur
+    weights = [1 / (rank + 1) for rank in range(len(seen))]  # Zipf-like, so the counts spread out
+    kinds = set()
+    for size in (3, 30, 300):
+        corpus = [rng.choices(seen, weights, k=rng.randint(1, size)) for _ in range(20)]
+        lm = KneserNeyLM(order, vocab, modified=True).fit(corpus)
+        kinds.update("fallback" if d1 == d2 == d3 else "three" for d1, d2, d3 in lm.discounts)
+        assert all(0 < d <= k for triple in lm.discounts for k, d in enumerate(triple, 1))
+        contexts = [[rng.choice(vocab) for _ in range(rng.randint(0, 5))] for _ in range(25)]
+        contexts += [[], ["y"], ["z", "y", "z"], ["a"] * order]  # unseen contexts among them
+        for context in contexts:
+            probs = lm.next_word_probs(context)
+            assert abs(math.fsum(probs.values()) - 1.0) <= 1e-12, (size, context)
+            assert min(probs.values()) > 0  # the unseen words y and z too
+    assert kinds == {"fallback", "three"}  # both ways of estimating were exercised
+
+
+def test_the_default_model_is_unchanged_bit_for_bit():
+    # recorded with the single-discount code before modified Kneser-Ney was added; prob() uses only
+    # + - * / and max, so the values are exact on every platform (perplexity goes through log and exp)
+    rng = random.Random(2024)
+    vocab = list("abcdefgh")
+    corpus = [[rng.choice(vocab[:6]) for _ in range(rng.randint(1, 40))] for _ in range(30)]
+    lm = KneserNeyLM(3, vocab).fit(corpus)
+    assert lm.discounts == (0.5, 0.95, 0.32142857142857145)  # no singleton, clamped, n1 / (n1 + 2 n2)
+    recorded = {
+        (): (0.16648490646258504, 0.16648490646258504, 0.0005452806122448979),
+        ("a",): (0.1772952289023718, 0.04158094318808605, 0.0003536955322669608),
+        ("a", "b"): (0.29605727159284767, 0.06076315394578885, 0.00015193577430972388),
+        ("h", "h"): (0.1636904761904762, 0.1636904761904762, 0.008928571428571428),
+        ("c", "a"): (0.13269523349880494, 0.19936190016547156, 0.0001768477661334804),
+    }
+    for context, values in recorded.items():
+        assert tuple(lm.prob(w, list(context)) for w in "afh") == values, context
+    close(lm.perplexity(corpus[:5]), 4.945765932107873)
+    vocab, corpus = zipf_markov_corpus(0)
+    lm = KneserNeyLM(3, vocab).fit(corpus[:240])
+    assert lm.discounts == (0.5, 0.26119917298414885, 0.7924349881796691)
+    assert lm.prob("w3", ["w1", "w2"]) == 0.009897195780333585
+    assert lm.prob("w0", ["w7", "w7"]) == 0.0012079169612956003
+    close(lm.perplexity(corpus[240:]), 45.79424050226316)
+
+
+def zipf_markov_corpus(seed, vocab_size=50, num_sequences=300, length=40, exponent=1.1):
+    """Sequences from a random second-order Markov source: after each pair of words, the next word is
+    drawn from its own random ordering of the vocabulary with Zipf weights ``1 / rank ** exponent``."""
+    rng = random.Random(seed)
+    vocab = [f"w{i}" for i in range(vocab_size)]
+    weights = [1 / (rank + 1) ** exponent for rank in range(vocab_size)]
+    successors = {}
+    sequences = []
+    for _ in range(num_sequences):
+        s = ["<s>", "<s>"]
+        for _ in range(length):
+            if (s[-2], s[-1]) not in successors:
+                successors[s[-2], s[-1]] = rng.sample(vocab, vocab_size)
+            s.append(rng.choices(successors[s[-2], s[-1]], weights)[0])
+        sequences.append(s[2:])
+    return vocab, sequences
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_modified_kneser_ney_beats_one_discount_on_held_out_text(seed):
+    vocab, corpus = zipf_markov_corpus(seed)  # 12,000 tokens: 9,600 to count, 2,400 to score
+    train, held_out = corpus[:240], corpus[240:]
+    for order in (2, 3, 4):
+        one = KneserNeyLM(order, vocab).fit(train).perplexity(held_out)
+        three = KneserNeyLM(order, vocab, modified=True).fit(train).perplexity(held_out)
+        assert three < 0.95 * one, (order, three, one)  # 9-12% lower on these two corpora
+
+
+def test_modified_bad_input_is_named():
+    with pytest.raises(ValueError, match="modified must be True or False"):
+        KneserNeyLM(2, ["a"], modified=1)
+    with pytest.raises(ValueError, match=r"with modified=True, discounts must be 2 triples"):
+        KneserNeyLM(2, ["a"], discounts=(0.5, 0.5), modified=True)  # one discount per order
+    with pytest.raises(ValueError, match=r"with modified=True, discounts must be 2 triples"):
+        KneserNeyLM(2, ["a"], discounts=[(0.5, 1.0, 1.5)], modified=True)  # one order short
+    with pytest.raises(ValueError, match=r"0 < Dk <= k"):
+        KneserNeyLM(1, ["a"], discounts=[(0.5, 2.5, 1.5)], modified=True)  # D2 above 2
+    with pytest.raises(ValueError, match=r"0 < Dk <= k"):
+        KneserNeyLM(1, ["a"], discounts=[(0.0, 1.0, 1.5)], modified=True)
