@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from .checks import check_positive_int
+from .checks import check_positive_int, check_query_count
 
 
 def _power_of_two_slopes(n: int) -> list[float]:
@@ -38,11 +38,9 @@ def alibi_bias(num_heads: int, num_queries: int, num_keys: int, device=None, *, 
     queries being the last ``num_queries`` of the ``num_keys`` positions (aligned as ``causal_mask``).
     Add it to the scores before the softmax, together with the causal mask. ``symmetric=True`` gives
     ``-slope_h * |query position - key position|``, for attention that looks both ways (an encoder's)."""
-    check_positive_int("num_queries", num_queries)
-    check_positive_int("num_keys", num_keys)
-    if num_queries > num_keys:
-        raise ValueError(f"num_queries must be at most num_keys (the queries are the last positions), got "
-                         f"{num_queries} > {num_keys}")
+    check_query_count(num_queries, num_keys)
+    if not isinstance(symmetric, bool):
+        raise ValueError(f"symmetric must be True or False, got {symmetric!r}")
     queries = torch.arange(num_keys - num_queries, num_keys, device=device)
     offset = (torch.arange(num_keys, device=device)[None, :] - queries[:, None]).float()  # (queries, keys): j - i
     if symmetric:

@@ -43,13 +43,20 @@ the decoders of chapters 5 and 6 build theirs, so that their own initialisation 
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 from torch.nn.modules.lazy import LazyModuleMixin
 
-from .checks import check_attention_inputs, check_positive_int, check_weights_dtype, checks_read_values
+from .checks import (
+    check_attention_inputs,
+    check_positive_int,
+    check_probability,
+    check_weights_dtype,
+    checks_read_values,
+)
 from .masking import LOW_PRECISION_DTYPES, make_mask, masked_softmax, masked_softmax_visible, with_causal
 from .scoring import (
     additive_score,
@@ -74,7 +81,7 @@ class ScoredAttention(nn.Module):
 
     def __init__(self, dropout: float = 0.0, **kwargs):
         super().__init__(**kwargs)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = nn.Dropout(check_probability("dropout", dropout))
         self.attention_weights = None
 
     def score(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
@@ -108,6 +115,18 @@ def check_causal(causal) -> None:
     if not isinstance(causal, bool):
         raise ValueError(f"causal must be True or False (masks and lengths go in valid_lens), got "
                          f"{type(causal).__name__}")
+
+
+def check_scale(scale, name: str = "scale", none_means: str | None = "1/sqrt(d)"):
+    """Return ``scale`` if it is a finite number (or ``None`` where ``none_means`` says what it stands for),
+    else raise ``ValueError`` naming ``name``: a NaN scale gave NaN on the explicit path of
+    ``DotProductAttention`` and zeros on the fused one, and NaN weights in the other layers."""
+    if scale is None and none_means is not None:
+        return scale
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(scale):
+        expected = f"None ({none_means}) or a finite number" if none_means is not None else "a finite number"
+        raise ValueError(f"{name} must be {expected}, got {scale!r}")
+    return scale
 
 
 def attend(scores: torch.Tensor, values: torch.Tensor, valid_lens=None, attn_bias: torch.Tensor | None = None,
@@ -225,6 +244,7 @@ def fused_dot_product_attention(queries, keys, values, valid_lens=None, scale: f
     ``strict_checks()`` (module docstring): by default the call never waits for the device.
     """
     check_causal(causal)
+    check_scale(scale)
     # A stride-0 stand-in for the (..., Q, K) scores, only so make_mask can read their shape.
     score_shape = torch.empty((), device=queries.device).expand(*queries.shape[:-1], keys.shape[-2])
     is_causal = causal and valid_lens is None and attn_bias is None and queries.shape[-2] == keys.shape[-2]
@@ -242,6 +262,8 @@ def fused_dot_product_attention(queries, keys, values, valid_lens=None, scale: f
     if attn_bias is not None:
         check_bias(attn_bias, score_shape.shape)
         attn_bias = attn_bias.to(device=queries.device, dtype=queries.dtype)
+        if attn_bias.dim() < 2:  # 0-d or (K,): SDPA takes masks of two dimensions or more
+            attn_bias = attn_bias.expand(score_shape.shape[-2:]).contiguous()  # (Q, K): GPU kernels want stride 1
         mask = attn_bias if mask is None else attn_bias.masked_fill(~mask, float("-inf"))  # one additive mask
     unbatched_heads = queries.dim() == 3
     if unbatched_heads:
@@ -287,7 +309,9 @@ class DotProductAttention(ScoredAttention):
         super().__init__(dropout, **kwargs)
         if kernel not in self.KERNELS:
             raise ValueError(f"kernel must be one of {self.KERNELS}, got {kernel!r}")
-        self.scale = scale
+        if not isinstance(fused, bool):
+            raise ValueError(f"fused must be True or False, got {fused!r}")
+        self.scale = check_scale(scale)
         self.fused = fused
         self.kernel = kernel
 
@@ -432,7 +456,7 @@ class GeneralAttention(LazyModuleMixin, ScoredAttention):
     def __init__(self, dropout: float = 0.0, *, query_size: int | None = None, key_size: int | None = None,
                  scale: float = 1.0, init=None, **kwargs):
         super().__init__(dropout, **kwargs)
-        self.scale, self.init = scale, init
+        self.scale, self.init = check_scale(scale, none_means=None), init
         if check_sizes(query_size, key_size):
             self.W_a = nn.Parameter(torch.empty(query_size, key_size))
             self.reset_parameters()
@@ -508,6 +532,7 @@ class CosineAttention(ScoredAttention):
 
     def __init__(self, beta: float = 1.0, dropout: float = 0.0, learn_beta: bool = False, **kwargs):
         super().__init__(dropout, **kwargs)
+        beta = check_scale(beta, "beta", none_means=None)
         self.beta = nn.Parameter(torch.tensor(float(beta))) if learn_beta else float(beta)
 
     def score(self, queries, keys):

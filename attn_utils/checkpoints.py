@@ -42,8 +42,16 @@ def save_checkpoint(path, model, history: History | None = None, extra: dict | N
     ``kind`` that ``registry.build_model`` knows) is refused here rather than when it is loaded; with
     ``require_config=False`` it is saved, and must be loaded with ``load_checkpoint(path, model)``.
     The file is written next to ``path`` and then renamed onto it (``os.replace``), so a save that fails
-    or is interrupted leaves the previous file at ``path`` as it was.
+    or is interrupted leaves the previous file at ``path`` as it was. A missing folder of ``path`` is
+    created; a ``path`` that is a folder, or under a file, is a ``CheckpointError`` naming it.
     """
+    if not isinstance(model, torch.nn.Module):
+        raise CheckpointError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if history is not None and not isinstance(history, History):
+        raise CheckpointError(f"history must be the History that fit or a trainer returned, or None, got "
+                              f"{type(history).__name__}")
+    if extra is not None and not isinstance(extra, dict):
+        raise CheckpointError(f"extra must be a dict of JSON-able values, or None, got {type(extra).__name__}")
     config = getattr(model, "config", None)
     if require_config and _kind(config) is None:
         raise CheckpointError(
@@ -58,6 +66,7 @@ def save_checkpoint(path, model, history: History | None = None, extra: dict | N
         raise ValueError(f"the config, history and extra must be JSON-able: {err}") from err
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     path = Path(path)
+    _prepare_folder(path)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.chmod(temporary, 0o666 & ~_umask())  # mkstemp's file is private (0600); give it a usual file's mode
@@ -69,6 +78,17 @@ def save_checkpoint(path, model, history: History | None = None, extra: dict | N
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def _prepare_folder(path: Path) -> None:
+    """Create ``path``'s folder where it is missing; a ``CheckpointError`` naming the path when it is a folder,
+    or when something on the way to it is a file (rather than an error about the temporary file)."""
+    if path.is_dir():
+        raise CheckpointError(f"cannot save to {path}: it is a folder; give a file name, e.g. {path / 'model.pt'}")
+    for ancestor in reversed(path.parents):  # the outermost first
+        if ancestor.exists() and not ancestor.is_dir():
+            raise CheckpointError(f"cannot save to {path}: {ancestor} is a file, not a folder")
+    path.parent.mkdir(parents=True, exist_ok=True)
 
 
 def _umask() -> int:

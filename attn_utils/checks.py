@@ -2,7 +2,10 @@
 
 * ``check_tokens``: an integer tensor of token indices ``(batch, steps)``, the input of every
   translator, language model and sampler;
+* ``check_token_ids``: token ids that can enter an ``nn.Embedding`` of ``vocab_size`` rows;
 * ``check_positive_int``: a count such as a block size, and ``check_non_negative_int``: one that may be 0;
+* ``check_probability``: a probability such as a dropout rate, in [0, 1) (or [0, 1]);
+* ``check_query_count``: queries that are the last of the keys' positions (at most as many);
 * ``check_stream``: a 1-D token stream (running text);
 * ``check_labelled_inputs``: a classifier's input tensors and their labels, one row per example;
 * ``check_queries_keys`` and ``check_attention_inputs``: queries, keys (and values) that fit a
@@ -23,6 +26,8 @@ hot path then never waits for the device. Turn strict checks on to debug a model
 from __future__ import annotations
 
 import contextlib
+import math
+import numbers
 import os
 
 import torch
@@ -48,11 +53,34 @@ def checks_read_values(*tensors) -> bool:
     return _strict or all(t.device.type == "cpu" for t in tensors if isinstance(t, torch.Tensor))
 
 
+def _integer_dtype(t: torch.Tensor) -> bool:
+    return not (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool)
+
+
 def check_tokens(X, what: str) -> None:
-    """Raise unless ``X`` is an integer tensor of token indices ``(batch, steps)``; ``what`` names it."""
-    if not isinstance(X, torch.Tensor) or X.dim() != 2 or X.is_floating_point():
+    """Raise unless ``X`` is an integer tensor of token indices ``(batch, steps)`` (not bool); ``what``
+    names it."""
+    if not isinstance(X, torch.Tensor) or X.dim() != 2 or not _integer_dtype(X):
         got = f"shape {tuple(X.shape)}, dtype {X.dtype}" if isinstance(X, torch.Tensor) else type(X).__name__
         raise ValueError(f"{what} must be an integer tensor of token indices (batch, steps), got {got}")
+
+
+#: the dtypes ``nn.Embedding`` takes as indices
+EMBEDDING_INDEX_DTYPES = (torch.int64, torch.int32)
+
+
+def check_token_ids(ids: torch.Tensor, vocab_size: int) -> None:
+    """Raise ``ValueError`` unless ``ids`` holds token ids that an ``nn.Embedding(vocab_size, ...)`` can look up:
+    an int64 or int32 tensor (checked always) with values in ``[0, vocab_size)`` (read only where
+    ``checks_read_values(ids)`` says: on the CPU, and on an accelerator under ``strict_checks()``; an id out
+    of range is an ``IndexError`` deep in torch on the CPU and a device-side assert on a GPU)."""
+    if not isinstance(ids, torch.Tensor) or ids.dtype not in EMBEDDING_INDEX_DTYPES:
+        got = f"dtype {ids.dtype}" if isinstance(ids, torch.Tensor) else type(ids).__name__
+        raise ValueError(f"token ids must be integers (torch.int64 or torch.int32) in [0, vocab_size={vocab_size}), "
+                         f"got {got}")
+    if ids.numel() and checks_read_values(ids) and bool(((ids < 0) | (ids >= vocab_size)).any()):
+        raise ValueError(f"token ids must be integers in [0, vocab_size={vocab_size}), got ids from "
+                         f"{int(ids.min())} to {int(ids.max())}")
 
 
 def check_positive_int(name: str, value, hint: str = "") -> int:
@@ -70,6 +98,26 @@ def check_non_negative_int(name: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
     return value
+
+
+def check_probability(name: str, value, *, one_allowed: bool = False):
+    """Return ``value`` if it is a real number (not a bool) in [0, 1) (``one_allowed``: [0, 1]), else raise
+    naming the argument ``name``: a dropout rate of 1 (or NaN) would zero (or poison) every activation."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value) or not (
+            0 <= value <= 1 if one_allowed else 0 <= value < 1):
+        raise ValueError(f"{name} must be a number in [0, 1{']' if one_allowed else ')'}, got {value!r}")
+    return value
+
+
+def check_query_count(num_queries, num_keys) -> None:
+    """Raise unless both are positive ints and ``num_queries <= num_keys``: the queries are the last
+    ``num_queries`` of the ``num_keys`` positions (``alibi_bias``, ``sliding_window_mask``), so a query
+    beyond them would see no key."""
+    check_positive_int("num_queries", num_queries)
+    check_positive_int("num_keys", num_keys)
+    if num_queries > num_keys:
+        raise ValueError(f"num_queries must be at most num_keys (the queries are the last positions), got "
+                         f"num_queries={num_queries} > num_keys={num_keys}")
 
 
 def check_stream(stream, name: str, min_length: int) -> None:

@@ -8,12 +8,14 @@ source_steps)`` tensor with one row per emitted token (``<eos>`` included); ``No
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 
 import torch
 from torch.nn import functional as F
 
-from .checks import check_positive_int
+from .checks import check_non_negative_int, check_positive_int
 
 
 @dataclass
@@ -25,13 +27,24 @@ class Decoded:
     attention: list[torch.Tensor] | None
 
 
-def _check(src, src_valid_lens, max_len):
+def _check(src, src_valid_lens, max_len, bos, eos):
     if not isinstance(src, torch.Tensor) or src.dim() != 2:
         raise ValueError(f"src must be a tensor of token indices (batch, steps), got "
                          f"{tuple(src.shape) if isinstance(src, torch.Tensor) else type(src).__name__}")
-    if src_valid_lens is not None and tuple(src_valid_lens.shape) != (src.shape[0],):
-        raise ValueError(f"src_valid_lens must have shape ({src.shape[0]},), got {tuple(src_valid_lens.shape)}")
+    if src_valid_lens is not None and (not isinstance(src_valid_lens, torch.Tensor)
+                                       or tuple(src_valid_lens.shape) != (src.shape[0],)):
+        got = tuple(src_valid_lens.shape) if isinstance(src_valid_lens, torch.Tensor) else type(src_valid_lens).__name__
+        raise ValueError(f"src_valid_lens must be a tensor of shape ({src.shape[0]},), got {got}")
     check_positive_int("max_len", max_len)
+    check_non_negative_int("bos", bos)
+    if eos is not None:
+        check_non_negative_int("eos", eos)
+
+
+def _check_eos(eos, vocab: int) -> None:
+    """``eos`` must be a token the decoder can emit (known once its first logits give the vocabulary's size)."""
+    if eos is not None and eos >= vocab:
+        raise ValueError(f"eos must be a token index below the decoder's vocabulary size {vocab}, got {eos}")
 
 
 def _step_attention(decoder):
@@ -73,7 +86,7 @@ def greedy_decode(model, src: torch.Tensor, src_valid_lens: torch.Tensor | None,
     (a Transformer's key-value cache); without, each step re-runs the decoder on the whole prefix
     from the state ``init_state`` made (the same tokens, slower: chapter 10 times the two).
     """
-    _check(src, src_valid_lens, max_len)
+    _check(src, src_valid_lens, max_len, bos, eos)
     model.eval()
     batch, device = src.shape[0], src.device
     state = fresh = _start(model, src, src_valid_lens)
@@ -86,6 +99,7 @@ def greedy_decode(model, src: torch.Tensor, src_valid_lens: torch.Tensor | None,
         else:
             logits, _ = model.decoder(prefix, fresh)  # the whole prefix again: (batch, steps, vocab)
         logp = F.log_softmax(logits[:, -1].float(), dim=-1)  # (batch, vocab)
+        _check_eos(eos, logp.shape[-1])
         best_logp, X = logp.max(dim=-1)
         tokens.append(X)
         logps.append(torch.where(done, 0.0, best_logp))
@@ -122,8 +136,12 @@ def beam_search(model, src: torch.Tensor, src_valid_lens: torch.Tensor | None, b
     (length = tokens emitted, ``<eos>`` included; ``alpha=0``: the most probable). The returned
     score is the unnormalised log-probability. With ``beam_size=1`` this is greedy decoding.
     """
-    _check(src, src_valid_lens, max_len)
+    _check(src, src_valid_lens, max_len, bos, eos)
     check_positive_int("beam_size", beam_size)
+    if eos is None:
+        raise ValueError("beam_search needs an eos token (a finished beam keeps emitting it), got None")
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not math.isfinite(alpha):
+        raise ValueError(f"alpha (the length-normalisation exponent) must be a finite number, got {alpha!r}")
     model.eval()
     batch, device, K = src.shape[0], src.device, beam_size
     state = _start(model, src, src_valid_lens)
@@ -140,6 +158,7 @@ def beam_search(model, src: torch.Tensor, src_valid_lens: torch.Tensor | None, b
         logp = F.log_softmax(logits[:, -1].float(), dim=-1).reshape(batch, K, -1)  # (batch, K, vocab)
         logp = logp.nan_to_num(nan=float("-inf"))  # a row of impossible tokens only: nothing follows
         vocab = logp.shape[-1]
+        _check_eos(eos, vocab)
         # A finished beam has one continuation, <eos> again, at no cost (it marks the padding).
         finished_row = torch.full((vocab,), float("-inf"), device=device)
         finished_row[eos] = 0.0

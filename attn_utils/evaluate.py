@@ -65,6 +65,7 @@ def translate(model, sentences, data, beam_size: int = 1, alpha: float = 0.0, ma
     """
     if isinstance(sentences, str):
         raise ValueError("translate expects a list of sentences, got a single string (wrap it in a list)")
+    check_positive_int("batch_size", batch_size)
     device = model_device(model) if device is None else torch.device(device)
     max_len = data.num_steps if max_len is None else max_len
     src, _, src_valid_lens, _ = data.build(list(sentences))
@@ -90,6 +91,8 @@ def translate_split(model, data, split: str = "test", **kwargs) -> tuple[list[st
     """``(hypotheses, references)`` as strings for every pair of ``split`` (each English sentence is
     decoded once, however many French references it has)."""
     pairs = data.pairs(split)
+    if len(pairs) == 0:  # BLEU of no sentence is undefined; say which split was empty
+        raise ValueError(f"the {split!r} split is empty ({data.summary()}): there is nothing to translate")
     unique = list(dict.fromkeys(" ".join(s) for s in pairs.src))
     translated = dict(zip(unique, (t.text for t in translate(model, [u.split() for u in unique], data, **kwargs))))
     hypotheses = [translated[" ".join(s)] for s in pairs.src]
@@ -140,6 +143,7 @@ def forced_attention(model, data, split: str = "test", batch_size: int = 256, de
     """
     if not getattr(model.decoder, "has_attention", False):
         raise ValueError(f"{type(model.decoder).__name__} has no attention weights to read (has_attention is False)")
+    check_positive_int("batch_size", batch_size)
     device = model_device(model) if device is None else torch.device(device)
     src, dec_input, src_valid_lens, _ = data.arrays(split)
     pairs = data.pairs(split)
@@ -180,6 +184,12 @@ def predict(model: nn.Module, inputs: Sequence[torch.Tensor], batch_size: int = 
     when it keeps none); the model is put in evaluation mode.
     """
     inputs = tuple(inputs)
+    if not inputs or not all(isinstance(x, torch.Tensor) for x in inputs):
+        raise ValueError(f"inputs must be a non-empty sequence of tensors (one row per example), got "
+                         f"{[type(x).__name__ for x in inputs]}")
+    check_positive_int("batch_size", batch_size)
+    if inputs[0].shape[0] == 0:  # torch.cat of no batch fails; say why
+        raise ValueError("inputs hold no example (0 rows): nothing to predict")
     model.eval()
     device = model_device(model, inputs[0].device)  # a model without parameters takes them where they are
     predictions, weights = [], []
@@ -250,6 +260,7 @@ def sliding_window_logprobs(model: nn.Module, sequence: torch.Tensor, context: i
     ``context // 2``). ``model(X)`` takes ``(batch, steps)`` tokens and returns logits ``(batch, steps,
     vocab)``, or a tuple whose first element they are (``CausalLanguageModel``)."""
     check_positive_int("context", context)
+    check_positive_int("batch_size", batch_size)
     stride = max(context // 2, 1) if stride is None else stride
     check_stream(sequence, "sequence", 2)
     windows = window_starts(len(sequence), context, stride)
@@ -302,6 +313,7 @@ def predict_hidden_tokens(model: nn.Module, sequence: torch.Tensor, context: int
     tokens around it (centred where the sequence allows). ``model(X)`` returns logits ``(batch, steps,
     vocab)``; the tokens in ``never`` (e.g. padding and ``<mask>``) are never guessed."""
     check_positive_int("context", context)
+    check_positive_int("batch_size", batch_size)
     check_stream(sequence, "sequence", 2)
     sequence = sequence.to(model_device(model, sequence.device))  # it may come from the CPU
     width = min(context, len(sequence))

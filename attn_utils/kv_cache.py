@@ -28,6 +28,12 @@ from __future__ import annotations
 
 import torch
 
+from .checks import check_non_negative_int, check_positive_int
+
+
+def _shape(t) -> str:
+    return str(tuple(t.shape)) if isinstance(t, torch.Tensor) else type(t).__name__
+
 
 class KVCache:
     """Keys and values per block, for the positions seen so far (see the module docstring).
@@ -49,14 +55,13 @@ class KVCache:
         if keys.shape != values.shape:
             raise ValueError(f"the cache's keys {tuple(keys.shape)} and values {tuple(values.shape)} must have "
                              f"one shape")
-        length = keys.shape[3] if length is None else length
-        if isinstance(length, bool) or not isinstance(length, int) or length < keys.shape[3]:
-            raise ValueError(f"the cache's length (tokens seen) must be an int of at least its {keys.shape[3]} "
-                             f"positions, got {length!r}")
+        if keys.shape[0] < 1:
+            raise ValueError(f"the cache must hold at least one block, got keys of shape {tuple(keys.shape)}")
         self._k, self._v = list(keys.unbind(0)), list(values.unbind(0))  # per block: (batch, kv_heads, capacity, dh)
+        self._layout = (keys.shape[0], keys.shape[1], keys.shape[2], keys.shape[4], keys.device)
         self._start, self._end = 0, keys.shape[3]  # this cache's positions: buffer slots start .. end - 1
         self._claimed = [self._end]  # shared by the caches of one buffer: the last slot any of them wrote
-        self.length = length
+        self.length = keys.shape[3] if length is None else length
         self.cross_keys, self.cross_values, self.src_valid_lens = cross_keys, cross_values, src_valid_lens
 
     @classmethod
@@ -64,8 +69,36 @@ class KVCache:
               **source) -> KVCache:
         """A cache of no position; ``source`` holds the translator's ``cross_keys``, ``cross_values`` and
         ``src_valid_lens``."""
+        for name, size in (("num_blks", num_blks), ("kv_heads", kv_heads), ("head_dim", head_dim)):
+            check_positive_int(name, size)
+        check_non_negative_int("batch", batch)
         empty = torch.zeros(num_blks, batch, kv_heads, 0, head_dim, device=device, dtype=dtype)
         return cls(empty, empty, 0, **source)
+
+    @property
+    def length(self) -> int:
+        """The number of tokens seen, the position of the next one: an int, at least ``positions`` (more when
+        a sliding window dropped the earliest ones). Setting it checks both, since a model places its new
+        tokens (rotary angles, learned and sinusoidal positions) at ``length`` and the cached ones before."""
+        return self._length
+
+    @length.setter
+    def length(self, length: int) -> None:
+        if isinstance(length, bool) or not isinstance(length, int) or length < self.positions:
+            raise ValueError(f"the cache's length (tokens seen) must be an int of at least its {self.positions} "
+                             f"positions, got {length!r}")
+        self._length = length
+
+    @property
+    def shape(self) -> tuple[int, int, int, int, int]:
+        """``(num_blks, batch, kv_heads, positions, d / heads)``, the shape of ``keys`` without stacking them."""
+        num_blks, batch, kv_heads, head_dim, _ = self._layout
+        return (num_blks, batch, kv_heads, self.positions, head_dim)
+
+    @property
+    def device(self) -> torch.device:
+        """Where the cached keys and values are."""
+        return self._layout[4]
 
     @property
     def keys(self) -> torch.Tensor:
@@ -88,7 +121,8 @@ class KVCache:
 
     def _with(self, k, v, start, end, claimed, length) -> KVCache:
         new = object.__new__(KVCache)
-        new._k, new._v, new._start, new._end, new._claimed, new.length = k, v, start, end, claimed, length
+        new._k, new._v, new._start, new._end, new._claimed, new._layout = k, v, start, end, claimed, self._layout
+        new.length = length
         new.cross_keys, new.cross_values, new.src_valid_lens = self.cross_keys, self.cross_values, self.src_valid_lens
         return new
 
@@ -120,7 +154,13 @@ class KVCache:
         """Write this call's ``keys`` and ``values`` ``(batch, kv_heads, T, d / heads)`` into block ``block``'s
         last T positions (made by ``extended(T)``); return the block's keys and values, the cached ones
         followed by these, ``(batch, kv_heads, positions, d / heads)`` each (views)."""
-        T = keys.shape[2]
+        _, batch, kv_heads, head_dim, _ = self._layout
+        T = keys.shape[2] if isinstance(keys, torch.Tensor) and keys.dim() == 4 else -1
+        if not 0 <= T <= self.positions or tuple(keys.shape) != (batch, kv_heads, T, head_dim) \
+                or not isinstance(values, torch.Tensor) or values.shape != keys.shape:
+            raise ValueError(f"update takes keys and values of shape (batch={batch}, kv_heads={kv_heads}, T, "
+                             f"d / heads={head_dim}) with T at most the cache's {self.positions} positions, got "
+                             f"{_shape(keys)} and {_shape(values)}")
         self._k[block][:, :, self._end - T:self._end] = keys
         self._v[block][:, :, self._end - T:self._end] = values
         return self._k[block][:, :, self._start:self._end], self._v[block][:, :, self._start:self._end]
@@ -144,4 +184,4 @@ class KVCache:
 
     def __repr__(self) -> str:
         source = "" if self.cross_keys is None else f", cross_keys {tuple(self.cross_keys.shape)}"
-        return f"KVCache(keys {tuple(self.keys.shape)}, length {self.length}{source})"
+        return f"KVCache(keys {self.shape}, length {self.length}{source})"

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .checks import check_tokens
+from .checks import check_non_negative_int, check_positive_int, check_probability, check_tokens
 from .kv_cache import KVCache
 from .losses import IGNORE_INDEX
 from .transformer import (
@@ -75,21 +75,17 @@ class CausalLanguageModel(nn.Module):
         return KVCache.empty(len(self.blks), batch, self.num_kv_heads, self.num_hiddens // self.num_heads,
                              weight.device if device is None else device, weight.dtype if dtype is None else dtype)
 
-    def _check_cache(self, cache, batch: int) -> KVCache:
+    def _check_cache(self, cache) -> KVCache:
         if isinstance(cache, tuple) and len(cache) == 2:
             cache = KVCache(*cache)  # checks the shapes' form
         if not isinstance(cache, KVCache) or cache.cross_keys is not None:
             raise ValueError(f"cache must be a KVCache of this model (or a (keys, values) pair), got "
                              f"{type(cache).__name__}")
-        expected = (len(self.blks), batch, self.num_kv_heads)
-        if cache.keys.shape[:3] != expected:
-            raise ValueError(f"cache must hold keys and values (num_blks={expected[0]}, batch={batch}, "
-                             f"kv_heads={expected[2]}, P, d / heads); got {tuple(cache.keys.shape)}")
-        return cache
+        return cache  # its shapes and device: decode_with_cache (check_cache_fits)
 
     def forward(self, X, cache=None):
         check_tokens(X, "the language model's input X")
-        cache = self.empty_cache(X.shape[0]) if cache is None else self._check_cache(cache, X.shape[0])
+        cache = self.empty_cache(X.shape[0]) if cache is None else self._check_cache(cache)
         return decode_with_cache(self, X, cache)
 
 
@@ -149,8 +145,9 @@ def bert_mask(tokens: torch.Tensor, maskable: torch.Tensor, choose: torch.Tensor
             raise ValueError(f"{name} must have the shape of tokens {tuple(tokens.shape)}, got {got}")
     if maskable.dtype != torch.bool:
         raise ValueError(f"maskable must be a boolean tensor, got dtype {maskable.dtype}")
-    if not 0.0 <= mask_prob <= 1.0:
-        raise ValueError(f"mask_prob must lie in [0, 1], got {mask_prob!r}")
+    check_tokens(random_tokens, "random_tokens")  # float ones would be truncated silently
+    check_non_negative_int("mask_id", mask_id)
+    check_probability("mask_prob", mask_prob, one_allowed=True)
     chosen = maskable & (choose < mask_prob)
     to_mask = chosen & (action < 0.8)
     to_random = chosen & (action >= 0.8) & (action < 0.9)
@@ -168,6 +165,8 @@ def mask_tokens(tokens: torch.Tensor, maskable: torch.Tensor, mask_id: int, voca
     are uniform over ``random_low .. vocab_size - 1`` (pass the first ordinary token's index to never
     insert ``<pad>``, ``<mask>``, ...)."""
     check_tokens(tokens, "tokens")
+    check_positive_int("vocab_size", vocab_size)
+    check_non_negative_int("random_low", random_low)
     if not 0 <= random_low < vocab_size:
         raise ValueError(f"random_low must lie in 0..vocab_size - 1 = {vocab_size - 1}, got {random_low}")
     gen_device = generator.device if generator is not None else torch.device("cpu")

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from .checks import check_positive_int, checks_read_values
+from .checks import check_non_negative_int, check_positive_int, check_query_count, checks_read_values
 
 #: dtypes whose softmax is computed in float32 (and returned in their own dtype)
 LOW_PRECISION_DTYPES = (torch.float16, torch.bfloat16)
@@ -115,18 +115,18 @@ def make_mask(scores: torch.Tensor, valid_lens: torch.Tensor | None, *, within_k
     return lengths_to_mask(lengths, scores.shape[-1])
 
 
-def check_length_values(valid_lens: torch.Tensor, num_keys: int | None = None) -> None:
+def check_length_values(valid_lens: torch.Tensor, num_keys: int | None = None, name: str = "valid_lens") -> None:
     """Refuse lengths that are not whole numbers (float lengths, NaN), negative, or (given ``num_keys``)
     beyond the number of keys (or inf): a caller's mistake, e.g. lengths of another batch, rather than
     a request for "no key" or "all keys". Reads the values: callers ask ``checks_read_values`` first."""
     if not valid_lens.numel():
         return
     if valid_lens.is_floating_point() and not torch.equal(valid_lens, valid_lens.round()):  # NaN fails this too
-        raise ValueError(f"valid_lens must hold whole numbers, got {valid_lens.tolist()}")
+        raise ValueError(f"{name} must hold whole numbers, got {valid_lens.tolist()}")
     if bool((valid_lens < 0).any()):
-        raise ValueError(f"valid_lens must be >= 0, got {valid_lens.tolist()}")
+        raise ValueError(f"{name} must be >= 0, got {valid_lens.tolist()}")
     if num_keys is not None and bool((valid_lens > num_keys).any()):
-        raise ValueError(f"valid_lens must be at most the number of keys, {num_keys}, got {valid_lens.tolist()}")
+        raise ValueError(f"{name} must be at most the number of keys, {num_keys}, got {valid_lens.tolist()}")
 
 
 def masked_softmax(X: torch.Tensor, valid_lens: torch.Tensor | None = None) -> torch.Tensor:
@@ -163,12 +163,22 @@ def masked_softmax_visible(X: torch.Tensor, valid_lens=None) -> tuple[torch.Tens
 
 
 def sequence_mask(X: torch.Tensor, valid_len: torch.Tensor, value: float = 0.0) -> torch.Tensor:
-    """d2l's ``sequence_mask``: a copy of ``X`` (batch, steps, ...) with steps past ``valid_len`` set to ``value``."""
+    """d2l's ``sequence_mask``: a copy of ``X`` (batch, steps, ...) with steps past ``valid_len`` set to ``value``.
+
+    Lengths beyond ``steps`` keep every step, as d2l's do; negative, fractional or NaN lengths are refused
+    (where ``checks_read_values`` says)."""
+    if not isinstance(X, torch.Tensor) or X.dim() < 2 or not isinstance(valid_len, torch.Tensor):
+        raise ValueError(f"sequence_mask takes a tensor X (batch, steps, ...) and a tensor valid_len (batch,), got "
+                         f"X {_describe(X)} and valid_len {_describe(valid_len)}")
     if valid_len.dim() != 1 or valid_len.shape[0] != X.shape[0]:
         raise ValueError(
             f"valid_len must have shape ({X.shape[0]},) to match X of shape {tuple(X.shape)}, got "
             f"{tuple(valid_len.shape)}"
         )
+    if valid_len.dtype == torch.bool or valid_len.is_complex():
+        raise ValueError(f"valid_len must hold lengths (integers), got {_describe(valid_len)}")
+    if checks_read_values(valid_len):
+        check_length_values(valid_len, name="valid_len")
     mask = lengths_to_mask(valid_len.to(X.device), X.shape[1])  # (batch, steps)
     mask = mask.reshape(*mask.shape, *([1] * (X.dim() - 2)))
     return X.masked_fill(~mask, value)
@@ -176,7 +186,11 @@ def sequence_mask(X: torch.Tensor, valid_len: torch.Tensor, value: float = 0.0) 
 
 def causal_mask(num_queries: int, num_keys: int, device=None) -> torch.Tensor:
     """Boolean ``(num_queries, num_keys)``, True where query i may attend: keys up to its own
-    position, when the queries are the last ``num_queries`` of the ``num_keys`` positions."""
+    position, when the queries are the last ``num_queries`` of the ``num_keys`` positions. With more
+    queries than keys the first ``num_queries - num_keys`` rows see no key (the attention layers give
+    such queries a zero output)."""
+    check_non_negative_int("num_queries", num_queries)
+    check_non_negative_int("num_keys", num_keys)
     offset = num_keys - num_queries
     queries = torch.arange(num_queries, device=device).unsqueeze(1) + offset
     return torch.arange(num_keys, device=device).unsqueeze(0) <= queries
@@ -199,9 +213,10 @@ def sliding_window_mask(num_queries: int, num_keys: int, window: int, device=Non
     """Boolean ``(num_queries, num_keys)``, True where the key is among the last ``window`` positions up
     to and including the query's own, the queries being the last ``num_queries`` of the ``num_keys``
     positions (as in ``causal_mask``): sliding-window attention (Beltagy et al., 2020). With ``window
-    >= num_keys`` it equals ``causal_mask``."""
-    for name, value in [("num_queries", num_queries), ("num_keys", num_keys), ("window", window)]:
-        check_positive_int(name, value)
+    >= num_keys`` it equals ``causal_mask``. More queries than keys are refused, as by ``alibi_bias``: the
+    first ones would see no key at all."""
+    check_query_count(num_queries, num_keys)
+    check_positive_int("window", window)
     queries = torch.arange(num_queries, device=device).unsqueeze(1) + num_keys - num_queries
     keys = torch.arange(num_keys, device=device).unsqueeze(0)
     return (keys <= queries) & (keys > queries - window)

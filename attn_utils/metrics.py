@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import math
+import numbers
 from collections.abc import Iterable, Sequence
 from statistics import fmean
 from typing import TYPE_CHECKING, NamedTuple
@@ -78,6 +79,7 @@ def bleu_statistics(hypotheses: Sequence, references: Sequence, max_order: int =
                          f"{len(hypotheses)} hypotheses and {len(references)} references")
     if not hypotheses:
         raise ValueError("corpus_bleu needs at least one hypothesis, got none")
+    check_positive_int("max_order", max_order)
     rows = []
     for hyp, refs in zip(hypotheses, references):
         hyp_tokens = _tokens(hyp, "a hypothesis")
@@ -104,6 +106,7 @@ def bleu_from_statistics(statistics: torch.Tensor, max_order: int = 4, smooth: s
     """Corpus BLEU (0–100) from summed ``bleu_statistics`` (one row of ``2 * max_order + 2`` counts)."""
     if smooth not in ("exp", "none"):
         raise ValueError(f"smooth must be 'exp' or 'none', got {smooth!r}")
+    check_positive_int("max_order", max_order)
     counts = [int(c) for c in statistics.tolist()]
     if len(counts) != 2 * max_order + 2:
         raise ValueError(f"expected {2 * max_order + 2} summed counts for max_order={max_order}, got {len(counts)}")
@@ -207,6 +210,7 @@ def bleu(pred_seq: str, label_seq: str, k: int) -> float:
     Tokens are split on single spaces, as d2l does; p_n is the clipped n-gram precision. Orders
     longer than the prediction are skipped.
     """
+    check_positive_int("k", k, hint="(the longest n-gram order)")
     pred_tokens, label_tokens = pred_seq.split(" "), label_seq.split(" ")
     len_pred, len_label = len(pred_tokens), len(label_tokens)
     score = math.exp(min(0.0, 1 - len_label / len_pred))
@@ -311,6 +315,9 @@ def _as_labels(values, name: str) -> list[str]:
                 raise ValueError(f"{name}: expected labels from LABELS, got {v!r}")
             out.append(v)
         else:
+            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) \
+                    or v != int(v):  # 2.7 is no label index (int() would make it 2)
+                raise ValueError(f"{name}: expected label indices (integers) or label strings, got {v!r}")
             if not 0 <= int(v) < len(LABELS):
                 raise ValueError(f"{name}: expected label indices in [0, {len(LABELS)}), got {v}")
             out.append(LABELS[int(v)])
@@ -332,6 +339,8 @@ def semeval_macro_f1(predictions, targets) -> float:
     predicted, actual = _as_labels(predictions, "predictions"), _as_labels(targets, "targets")
     if len(predicted) != len(actual):
         raise ValueError(f"expected as many predictions as targets, got {len(predicted)} and {len(actual)}")
+    if not actual:
+        raise ValueError("targets is empty: the macro-F1 needs at least one example, got 0")
     kinds = sorted({relation_type(t) for t in actual} - {"Other"})
     if not kinds:
         raise ValueError("the macro-F1 excludes Other, but every target is Other: nothing to score")
@@ -356,6 +365,8 @@ def evidence_hit_rate(weights: torch.Tensor, evidence: torch.Tensor) -> float:
     if weights.dim() != 2 or evidence.shape != weights.shape[:1]:
         raise ValueError(f"expected weights (n, positions) and evidence (n,), got "
                          f"{tuple(weights.shape)} and {tuple(evidence.shape)}")
+    if weights.shape[0] == 0:  # the mean of no hits would be NaN
+        raise ValueError("weights and evidence are empty: the hit rate needs at least one example, got 0")
     if bool(((evidence < 0) | (evidence >= weights.shape[1])).any()):
         raise ValueError(f"evidence indices must lie in [0, {weights.shape[1]}), got "
                          f"{int(evidence.min())}..{int(evidence.max())}")
@@ -389,4 +400,8 @@ def spread(values: Sequence[float]) -> Spread:
     values = [float(v) for v in values]
     if not values:
         raise ValueError("spread needs at least one value, got none")
+    bad = next((i for i, v in enumerate(values) if not math.isfinite(v)), None)
+    if bad is not None:  # a NaN would make the mean and the range NaN (or the range silently skip it)
+        raise ValueError(f"spread needs finite values, got {values[bad]} at index {bad} of {values}: "
+                         f"did that run diverge?")
     return Spread(fmean(values), min(values), max(values))

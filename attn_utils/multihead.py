@@ -36,6 +36,7 @@ def transpose_qkv(X: torch.Tensor, num_heads: int) -> torch.Tensor:
 
 def transpose_output(X: torch.Tensor, num_heads: int) -> torch.Tensor:
     """Undo ``transpose_qkv``: ``(batch * num_heads, n, dh)`` -> ``(batch, n, num_heads * dh)``."""
+    check_positive_int("num_heads", num_heads)
     if X.dim() != 3 or X.shape[0] % num_heads:
         raise ValueError(f"expected (batch * {num_heads}, n, d/heads), got shape {tuple(X.shape)}")
     return merge_heads(X.reshape(-1, num_heads, X.shape[1], X.shape[2]))  # (batch, heads, n, dh) -> (batch, n, d)
@@ -44,6 +45,7 @@ def transpose_output(X: torch.Tensor, num_heads: int) -> torch.Tensor:
 def split_heads(X: torch.Tensor, num_heads: int) -> torch.Tensor:
     """``(batch, n, num_hiddens)`` -> ``(batch, num_heads, n, num_hiddens / num_heads)``: head h gets
     features ``h * dh`` to ``(h + 1) * dh - 1``."""
+    check_positive_int("num_heads", num_heads)
     if X.dim() != 3 or X.shape[-1] % num_heads:
         raise ValueError(f"expected (batch, n, num_hiddens) with num_hiddens divisible by num_heads={num_heads}, "
                          f"got shape {tuple(X.shape)}")
@@ -60,8 +62,9 @@ def merge_heads(X: torch.Tensor) -> torch.Tensor:
 def repeat_kv_heads(X: torch.Tensor, num_heads: int) -> torch.Tensor:
     """``(batch, kv_heads, K, dh)`` -> ``(batch, num_heads, K, dh)``: each key/value head repeated for
     its contiguous group of ``num_heads // kv_heads`` query heads (head ``h`` gets ``h // group``)."""
+    check_positive_int("num_heads", num_heads)
     kv_heads = X.shape[1]
-    if num_heads % kv_heads:
+    if kv_heads == 0 or num_heads % kv_heads:
         raise ValueError(f"{num_heads} query heads cannot share {kv_heads} key/value heads in equal groups")
     return X if kv_heads == num_heads else X.repeat_interleave(num_heads // kv_heads, dim=1)
 
@@ -105,7 +108,7 @@ class MultiHeadAttention(nn.Module):
         for name, size in (("query_size", query_size), ("key_size", key_size), ("value_size", value_size)):
             if size is not None:
                 check_positive_int(name, size)  # 0 used to fall back silently to num_hiddens
-        if not isinstance(num_heads, int) or num_heads < 1 or num_hiddens % num_heads:
+        if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1 or num_hiddens % num_heads:
             raise ValueError(f"num_hiddens ({num_hiddens}) must be a multiple of num_heads, a positive int; "
                              f"got num_heads={num_heads!r}")
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads

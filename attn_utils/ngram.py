@@ -97,11 +97,19 @@ class KneserNeyLM:
         if modified:
             self._fixed_discounts = None if discounts is None else self._check_modified_discounts(discounts)
         else:
-            if discounts is not None and (len(discounts) != order or not all(0 < d < 1 for d in discounts)):
+            if discounts is not None and not self._single_discounts_ok(discounts):
                 raise ValueError(f"discounts must be {order} numbers in (0, 1), one per order (unigram first), "
                                  f"got {discounts!r}")
             self._fixed_discounts = None if discounts is None else tuple(float(d) for d in discounts)
         self.fitted = False
+
+    def _single_discounts_ok(self, discounts) -> bool:
+        """``discounts`` is ``order`` numbers in (0, 1) (a string, a bool or a non-sequence is not)."""
+        try:
+            return len(discounts) == self.order and all(
+                not isinstance(d, (bool, str)) and 0 < d < 1 for d in discounts)
+        except TypeError:  # no len(), or a value that cannot be compared with a number
+            return False
 
     def _check_modified_discounts(self, discounts) -> tuple:
         message = (f"with modified=True, discounts must be {self.order} triples (D1, D2, D3+) with 0 < Dk <= k, "

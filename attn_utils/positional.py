@@ -12,10 +12,13 @@ for every p.
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import torch
 from torch import nn
 
-from .checks import check_positive_int
+from .checks import check_positive_int, check_probability
 
 
 def _check_size(num_hiddens, max_len) -> None:
@@ -45,6 +48,8 @@ def relative_shift_matrix(k: int, num_hiddens: int) -> torch.Tensor:
     ``(sin(a), cos(a)) -> (sin(a + kw), cos(a + kw))`` is linear in ``(sin a, cos a)``.
     """
     _check_size(num_hiddens, 1)
+    if isinstance(k, bool) or not isinstance(k, numbers.Real) or not math.isfinite(k):
+        raise ValueError(f"k (the shift in positions) must be a finite number, got {k!r}")
     theta = k * frequencies(num_hiddens)  # (d/2,)
     M = torch.zeros(num_hiddens, num_hiddens, dtype=torch.float64)
     even, odd = torch.arange(0, num_hiddens, 2), torch.arange(1, num_hiddens, 2)
@@ -61,15 +66,18 @@ class _Positions(nn.Module):
         super().__init__()
         _check_size(num_hiddens, max_len)
         self.num_hiddens, self.max_len = num_hiddens, max_len
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = nn.Dropout(check_probability("dropout", dropout))
 
     def _check_shape(self, X) -> None:
-        if not isinstance(X, torch.Tensor) or X.dim() != 3 or X.shape[-1] != self.num_hiddens:
-            got = tuple(X.shape) if isinstance(X, torch.Tensor) else type(X).__name__
-            raise ValueError(f"expected X of shape (batch, steps, {self.num_hiddens}), got {got}")
+        if not isinstance(X, torch.Tensor) or X.dim() != 3 or X.shape[-1] != self.num_hiddens \
+                or not X.is_floating_point():  # integer X would silently truncate the encodings added to it
+            got = f"{tuple(X.shape)} of dtype {X.dtype}" if isinstance(X, torch.Tensor) else type(X).__name__
+            raise ValueError(f"expected a floating-point X of shape (batch, steps, {self.num_hiddens}), got {got}")
 
     def _check(self, X, offset: int) -> None:
         self._check_shape(X)
+        if isinstance(offset, bool) or not isinstance(offset, int):
+            raise ValueError(f"offset (the position of X's first step) must be an int, got {offset!r}")
         if offset < 0 or offset + X.shape[1] > self.max_len:
             raise ValueError(f"positions {offset}..{offset + X.shape[1] - 1} do not fit max_len={self.max_len}; "
                              f"build the encoding with a larger max_len")

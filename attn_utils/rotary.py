@@ -10,11 +10,36 @@ the features permuted.)
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import torch
+
+from .checks import check_positive_int, checks_read_values
+
+
+def check_rotary_arguments(positions, dim: int, base) -> None:
+    """Raise ``ValueError`` unless ``positions`` is a real (not boolean) tensor of finite positions, ``dim`` a
+    positive even int and ``base`` a finite number > 0: a NaN or inf would make every angle it touches NaN.
+    The positions' values are read only where ``checks_read_values`` says (integer positions, a model's,
+    hold no NaN and are not read at all)."""
+    if isinstance(base, bool) or not isinstance(base, numbers.Real) or not math.isfinite(base) or base <= 0:
+        raise ValueError(f"base must be a finite number > 0, got {base!r}")
+    check_positive_int("dim", dim)
+    if dim % 2:
+        raise ValueError(f"the feature size d must be even (the features are rotated in pairs), got d = {dim}")
+    if not isinstance(positions, torch.Tensor) or positions.dtype == torch.bool or positions.is_complex():
+        got = f"dtype {positions.dtype}" if isinstance(positions, torch.Tensor) else type(positions).__name__
+        raise ValueError(f"positions must be a tensor of integer (or real) positions, got {got}")
+    if positions.is_floating_point() and checks_read_values(positions) and not bool(positions.isfinite().all()):
+        shown = positions.tolist() if positions.numel() <= 20 else "NaN or inf among them"
+        raise ValueError(f"positions must be finite, got {shown}")
 
 
 def rotary_angles(positions: torch.Tensor, dim: int, base: float = 10000.0) -> torch.Tensor:
-    """``(..., n, dim / 2)``: the angle ``p * base^(-2i / dim)`` for each position ``p`` and pair ``i``."""
+    """``(..., n, dim / 2)``: the angle ``p * base^(-2i / dim)`` for each position ``p`` and pair ``i``
+    (arguments checked by ``check_rotary_arguments``)."""
+    check_rotary_arguments(positions, dim, base)
     frequencies = base ** (-torch.arange(0, dim, 2, dtype=torch.float64, device=positions.device) / dim)
     return positions.to(torch.float64)[..., None] * frequencies  # (..., n, dim / 2)
 
@@ -48,11 +73,12 @@ def apply_rotary(x: torch.Tensor, positions: torch.Tensor | None = None, base: f
     n, d = x.shape[-2:]
     if d % 2:
         raise ValueError(f"the feature size d must be even (the features are rotated in pairs), got d = {d}")
-    if base <= 0:
-        raise ValueError(f"base must be positive, got {base!r}")
     if positions is None:
         positions = torch.arange(n, device=x.device)
-    positions = torch.as_tensor(positions, device=x.device)
+    try:
+        positions = torch.as_tensor(positions, device=x.device)
+    except (TypeError, ValueError, RuntimeError):
+        raise ValueError(f"positions must be a tensor of positions (or None), got {type(positions).__name__}") from None
     try:
         torch.broadcast_shapes(positions.shape, x.shape[:-1])
     except RuntimeError:

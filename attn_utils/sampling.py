@@ -1,7 +1,9 @@
 """Sampling from a language model: temperature, top-k, generation with or without a key-value cache.
 
 * ``sampling_probs(logits, temperature, top_k)``: the distribution the next token is drawn from,
-  ``softmax(top_k(logits) / T)``; ``T = 0`` is the limit, all mass on the argmax (greedy).
+  ``softmax(top_k(logits) / T)``. As ``T -> 0`` it tends to all mass on the largest logit, shared equally
+  by tied maxima, and every ``T > 0``, however tiny, gives that limit rather than NaN; ``T = 0`` itself is
+  greedy decoding, all mass on the argmax (the first of tied maxima).
 * ``top_k_filter``: keep the k largest logits of each row, ``-inf`` elsewhere (Fan et al., 2018).
 * ``sample_from(probs, generator)``: one draw per row by inverting the cumulative distribution with a
   uniform number from ``generator``, so a seeded generator gives the same tokens on every device.
@@ -19,7 +21,7 @@ import statistics
 
 import torch
 
-from .checks import check_non_negative_int, check_positive_int, check_tokens
+from .checks import check_non_negative_int, check_positive_int, check_tokens, checks_read_values
 from .kv_cache import KVCache
 from .measure import interleaved_times
 from .modes import evaluation_mode
@@ -43,6 +45,10 @@ def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
     position: among equal logits the one with the lower index is kept (a stable sort).
     """
     k = _check_top_k(k)
+    if not isinstance(logits, torch.Tensor) or logits.dim() < 1 or not logits.is_floating_point():
+        got = f"shape {tuple(logits.shape)}, dtype {logits.dtype}" if isinstance(logits, torch.Tensor) \
+            else type(logits).__name__
+        raise ValueError(f"logits must be a float tensor (..., vocab), got {got}")
     if k >= logits.shape[-1]:
         return logits.clone()
     order = torch.sort(logits, dim=-1, descending=True, stable=True).indices[..., :k]  # (..., k)
@@ -53,23 +59,35 @@ def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
 def sampling_probs(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None) -> torch.Tensor:
     """The next-token distribution ``softmax(top_k(logits) / temperature)``, ``(..., vocab)``, float.
 
-    ``temperature = 0`` gives all the mass to the argmax (the first index among equal maxima): the
-    limit of ``T -> 0``, computed without dividing by 0. The largest logit is subtracted before dividing,
-    so tiny temperatures never overflow. ``top_k = 1`` is greedy too. Rows with no finite logit raise.
+    ``temperature = 0`` is greedy decoding: all the mass on the argmax (the first index among equal
+    maxima), computed without dividing by 0. The largest logit is subtracted before dividing, so the
+    largest scaled logit is 0 and the others can only underflow, to probability 0. A temperature so
+    small that it is 0 in the logits' dtype (float32: below about 7e-46) would still give 0 / 0 = NaN:
+    such rows get the limit of ``T -> 0+`` instead, all the mass shared equally by the maxima (as a tiny
+    temperature that does not round to 0 gives it too). Any other temperature computes exactly the
+    softmax above. ``top_k = 1`` is greedy too. NaN or +inf logits, and rows with no finite logit, raise.
     """
     temperature, top_k = _check_temperature(temperature), _check_top_k(top_k)
-    if logits.dim() < 1 or logits.shape[-1] < 1 or not logits.is_floating_point():
-        raise ValueError(f"logits must be a float tensor (..., vocab), got shape {tuple(logits.shape)}, "
-                         f"dtype {logits.dtype}")
-    if torch.isnan(logits).any() or not bool(torch.isfinite(logits).any(dim=-1).all()):
-        raise ValueError("logits must have no NaN and at least one finite entry per row")
+    if not isinstance(logits, torch.Tensor) or logits.dim() < 1 or logits.shape[-1] < 1 \
+            or not logits.is_floating_point():
+        got = f"shape {tuple(logits.shape)}, dtype {logits.dtype}" if isinstance(logits, torch.Tensor) \
+            else type(logits).__name__
+        raise ValueError(f"logits must be a float tensor (..., vocab), got {got}")
+    if bool((torch.isnan(logits) | torch.isposinf(logits)).any()) \
+            or not bool(torch.isfinite(logits).any(dim=-1).all()):
+        raise ValueError("logits must have no NaN or +inf and at least one finite entry per row")
     if temperature == 0.0:
         best = logits.argmax(dim=-1, keepdim=True)  # (..., 1)
         return torch.zeros_like(logits).scatter_(-1, best, 1.0)
     if top_k is not None:
         logits = top_k_filter(logits, top_k)
     shifted = logits - logits.max(dim=-1, keepdim=True).values  # (..., vocab), max 0
-    return torch.softmax(shifted / temperature, dim=-1)
+    probs = torch.softmax(shifted / temperature, dim=-1)
+    if temperature < torch.finfo(logits.dtype).tiny:  # T may be 0 (or flushed to 0) in this dtype
+        maxima = (shifted == 0).to(probs.dtype)  # (..., vocab): the limit T -> 0+ shares the mass among them
+        limit = maxima / maxima.sum(dim=-1, keepdim=True)
+        probs = torch.where(probs.isnan().any(dim=-1, keepdim=True), limit, probs)  # only rows of 0 / 0
+    return probs
 
 
 def sample_from(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -77,10 +95,17 @@ def sample_from(probs: torch.Tensor, generator: torch.Generator | None = None) -
 
     The uniform numbers come from ``generator`` (default: torch's global one) on the generator's own
     device and are moved to ``probs``'s, so the draws do not depend on where the model runs. An index
-    with probability 0 is never returned.
+    with probability 0 is never returned. Each row must be finite and non-negative with a positive sum (it
+    need not sum to 1): checked where ``checks_read_values`` says, since a NaN row would otherwise always
+    draw the last index.
     """
-    if probs.dim() != 2:
-        raise ValueError(f"probs must be (batch, vocab), got shape {tuple(probs.shape)}")
+    if not isinstance(probs, torch.Tensor) or probs.dim() != 2 or not probs.is_floating_point():
+        got = f"shape {tuple(probs.shape)}, dtype {probs.dtype}" if isinstance(probs, torch.Tensor) \
+            else type(probs).__name__
+        raise ValueError(f"probs must be a float tensor (batch, vocab), got {got}")
+    if probs.numel() and checks_read_values(probs) and not bool(
+            ((probs >= 0) & (probs < float("inf"))).all() & (probs.sum(dim=-1) > 0).all()):
+        raise ValueError("probs must be finite and non-negative, with a positive sum in every row")
     gen_device = generator.device if generator is not None else torch.device("cpu")
     u = torch.rand(probs.shape[0], 1, generator=generator, device=gen_device, dtype=torch.float64)
     cdf = probs.double().cumsum(dim=-1)  # (batch, vocab)
@@ -135,6 +160,8 @@ def kv_cache_bytes(num_blks: int, num_heads: int, length: int, head_dim: int, ba
     for name, value in [("num_blks", num_blks), ("num_heads", num_heads), ("length", length),
                         ("head_dim", head_dim), ("batch", batch)]:
         check_non_negative_int(name, value)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"dtype must be a torch.dtype (e.g. torch.float16), got {dtype!r}")
     itemsize = torch.empty((), dtype=dtype).element_size()
     return 2 * num_blks * num_heads * length * head_dim * batch * itemsize
 
@@ -154,6 +181,8 @@ def time_generation(model, lengths, *, batch: int = 1, prompt_len: int = 1, repe
     if not lengths or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in lengths):
         raise ValueError(f"lengths must be a non-empty list of ints >= 1, got {lengths!r}")
     check_positive_int("repeats", repeats)
+    check_positive_int("batch", batch)
+    check_positive_int("prompt_len", prompt_len)
     weight = model.embedding.weight
     device = weight.device
     vocab = weight.shape[0]
@@ -206,7 +235,8 @@ def filled_cache(model, length: int, batch: int = 1):
 def decode_steps(model, cache, steps: int = 16):
     """Feed ``steps`` greedy tokens one at a time after ``cache`` (the work of decoding at that context
     length); returns the extended cache."""
-    token = torch.zeros(cache.keys.shape[1], 1, dtype=torch.long, device=cache.keys.device)
+    check_non_negative_int("steps", steps)
+    token = torch.zeros(cache.shape[1], 1, dtype=torch.long, device=cache.device)  # (batch, 1), no copy of the cache
     for _ in range(steps):
         logits, cache = model(token, cache)
         token = logits[:, -1:].argmax(-1)

@@ -74,6 +74,43 @@ def _check_training_set(data) -> None:
                          "(or None for every pair left after the validation and test sets)")
 
 
+def _check_vocabulary_sizes(model, data) -> None:
+    """``ValueError`` when ``model`` was built for a smaller source or target vocabulary than ``data``'s.
+
+    Read where the translators keep it: ``model.config``'s ``src_vocab_size`` and ``tgt_vocab_size``
+    (every ``make_...`` builder records them; the target one is also the output layer's size) and the
+    number of rows of ``model.encoder.embedding`` and ``model.decoder.embedding``. Otherwise the first
+    batch holding a token past the model's vocabulary fails deep inside torch (an index error on the
+    CPU, a device-side assert on a GPU), possibly many steps into training. A larger vocabulary is fine.
+    """
+    needed = {"source": len(data.src_vocab), "target": len(data.tgt_vocab)}
+    found = []  # (side, where the model says it, its size)
+    config = getattr(model, "config", None)
+    if isinstance(config, dict):
+        for side, key in (("source", "src_vocab_size"), ("target", "tgt_vocab_size")):
+            if isinstance(config.get(key), int):
+                found.append((side, f"model.config[{key!r}]", config[key]))
+    for side, part in (("source", "encoder"), ("target", "decoder")):
+        embedding = getattr(getattr(model, part, None), "embedding", None)
+        if isinstance(embedding, nn.Embedding):
+            found.append((side, f"model.{part}.embedding", embedding.num_embeddings))
+    for side, where, size in found:
+        if size < needed[side]:
+            raise ValueError(
+                f"the model was built for a {side} vocabulary of {size:,} tokens ({where}), but the data's {side} "
+                f"vocabulary has {needed[side]:,} ({data.summary()}); build the model with "
+                f"len(data.src_vocab) and len(data.tgt_vocab), e.g. make_transformer(len(data.src_vocab), "
+                f"len(data.tgt_vocab), ...)")
+
+
+def _check_logits_width(logits: torch.Tensor, data) -> None:
+    """The same for a model that keeps its sizes elsewhere: its logits (first step) must cover the
+    target vocabulary (a shape, read on the host)."""
+    if logits.dim() >= 1 and logits.shape[-1] < len(data.tgt_vocab):
+        raise ValueError(f"the model must return logits (batch, steps, vocab) over at least the data's "
+                         f"{len(data.tgt_vocab):,} target tokens, got shape {tuple(logits.shape)}")
+
+
 def _batches(data, batch_size: int, seed: int):
     """Training batches forever, epoch after epoch (each epoch reshuffled). The caller checks first
     that there is a training pair (``_check_training_set``): over an empty loader this never yields."""
@@ -94,19 +131,31 @@ def train_seq2seq(model, data, *, lr: float = 5e-3, max_steps: int | None = None
     times, evenly over the budget (the last at the end); ``eval_points=0`` skips it. Each step
     records its number of target tokens (``history.metrics["tokens"]``).
 
-    An empty training set is a ``ValueError``. A loss that rises ``divergence_factor`` times above
-    its start stops training with ``RuntimeError`` (``fit`` says how; ``None`` turns the check off).
+    An empty training set is a ``ValueError``, and so is a model built for a smaller source or target
+    vocabulary than ``data``'s (``model.config``, the embeddings, the first step's logits). A loss that
+    rises ``divergence_factor`` times above its start stops training with ``RuntimeError`` (``fit``
+    says how; ``None`` turns the check off).
     """
     device = model_device(model) if device is None else torch.device(device)
     model.to(device)
     torch.manual_seed(seed)
     pad = data.tgt_vocab.pad
     _check_training_set(data)  # before the budget line and the progress bar
+    _check_vocabulary_sizes(model, data)
+    check_positive_int("batch_size", batch_size)
+    if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, (int, float)) \
+            or not 0 <= label_smoothing <= 1:
+        raise ValueError(f"label_smoothing must be a number in [0, 1], got {label_smoothing!r}")
+    if eval_points and len(data.pairs(eval_split)) == 0:  # pairs() names a split that does not exist
+        raise ValueError(f"eval_split {eval_split!r} is empty ({data.summary()}): validation BLEU has nothing to "
+                         f"translate; pass eval_points=0, or another eval_split")
     batches = _batches(data, batch_size, seed)
 
     def step_loss(model, step):
         src, dec_input, src_valid_lens, label = (t.to(device) for t in trim_batch(next(batches), pad))
         logits = model(src, dec_input, src_valid_lens)
+        if step == 0:
+            _check_logits_width(logits, data)
         loss = sequence_loss(logits, label, pad=pad, label_smoothing=label_smoothing)
         return loss, {"tokens": int((label != pad).sum())}
 
@@ -138,7 +187,15 @@ def train_classifier(model: nn.Module, inputs: Sequence[torch.Tensor], labels: t
     """
     inputs = tuple(inputs)
     check_labelled_inputs(inputs, labels)
+    if labels.shape[0] == 0:  # every batch would be empty, its mean loss NaN
+        raise ValueError("labels is empty: train_classifier needs at least one example, got 0")
     check_positive_int("batch_size", batch_size)
+    if val is not None:  # checked now, not at the first evaluation after eval_every steps of training
+        if not (isinstance(val, (tuple, list)) and len(val) == 2):
+            raise ValueError(f"val must be a pair (val_inputs, val_labels), got {type(val).__name__}")
+        check_labelled_inputs(tuple(val[0]), val[1])
+        if val[1].shape[0] == 0:
+            raise ValueError("val's labels are empty: validation accuracy needs at least one example; pass val=None")
     device = model_device(model)
     generator = torch.Generator().manual_seed(seed)
     num = labels.shape[0]

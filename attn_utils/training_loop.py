@@ -24,7 +24,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .budgets import budget_name
-from .checks import check_positive_int
+from .checks import check_non_negative_int, check_positive_int
 
 SCHEDULES = ("linear", "constant")
 _SUMMARY_LABELS = {"val_bleu": ("validation BLEU", ".1f"), "val_accuracy": ("validation accuracy", ".3f")}
@@ -109,13 +109,59 @@ def describe_budget(max_steps: int | None, time_budget: float | None) -> str:
     return f"{' or '.join(parts)}{both} ({budget_name()})"
 
 
+def _is_number(value) -> bool:
+    """An int or a float, not a bool (``True`` is an int to Python, never a budget or a norm here)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _check_budget(max_steps, time_budget) -> None:
     if max_steps is None and time_budget is None:
         raise ValueError("give a budget: max_steps (an int > 0) and/or time_budget (seconds > 0); got neither")
     if max_steps is not None:
         check_positive_int("max_steps", max_steps)
-    if time_budget is not None and not (isinstance(time_budget, (int, float)) and time_budget > 0):
+    if time_budget is not None and not (_is_number(time_budget) and time_budget > 0):
         raise ValueError(f"time_budget must be a positive number of seconds, got {time_budget!r}")
+    if max_steps is None and time_budget == math.inf:
+        raise ValueError("a run needs a finite bound: time_budget=inf with max_steps=None never ends; give a finite "
+                         "time_budget, or max_steps (with time_budget=inf or None)")
+
+
+def _check_settings(model, step_loss, lr, warmup, clip, eval_points) -> None:
+    """``ValueError`` naming the first of ``fit``'s arguments that cannot train anything sensible."""
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not callable(step_loss):
+        raise ValueError(f"step_loss must be a function (model, step) -> loss, got {type(step_loss).__name__}")
+    if not (_is_number(lr) and math.isfinite(lr) and lr >= 0):
+        raise ValueError(f"lr must be a finite number >= 0, got {lr!r}")
+    check_non_negative_int("warmup", warmup)
+    if clip is not None and not (_is_number(clip) and clip > 0):  # NaN fails clip > 0
+        raise ValueError(f"clip must be a positive gradient norm, or None for no clipping, got {clip!r}"
+                         + (" (use None for no clipping)" if _is_number(clip) and clip == 0 else ""))
+    check_non_negative_int("eval_points", eval_points)
+
+
+def _check_objective(objective: torch.Tensor, step: int) -> None:
+    """``ValueError`` unless ``objective`` is a loss ``backward`` can start from: one real floating-point
+    number that depends on the parameters (checked on the host: no wait for the device)."""
+    if objective.numel() != 1 or not objective.is_floating_point():
+        raise ValueError(f"step_loss must return a scalar loss (a floating-point tensor holding one number), got "
+                         f"shape {tuple(objective.shape)}, dtype {objective.dtype} at step {step}; reduce it, "
+                         f"e.g. with .mean()")
+    if not objective.requires_grad:
+        raise ValueError(f"step_loss must return a loss computed from the model's parameters (requires_grad=True), "
+                         f"got a tensor without grad at step {step}: was it computed under torch.no_grad(), "
+                         f"detached (.detach(), .item(), torch.tensor(...)), or with every parameter frozen?")
+
+
+def _as_float(value, name: str, step: int) -> float:
+    """``float(value)``, or a ``ValueError`` naming the recorded value that is not one number."""
+    try:
+        return float(value)
+    except (TypeError, ValueError, RuntimeError) as err:
+        shown = f"shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else repr(value)
+        raise ValueError(f"step_loss's value {name!r} must be a number (or a one-number tensor), got "
+                         f"{type(value).__name__} {shown} at step {step}") from err
 
 
 def _optimizer(model: nn.Module, name: str, lr: float, betas, weight_decay: float) -> torch.optim.Optimizer:
@@ -190,8 +236,12 @@ def fit(model: nn.Module, step_loss: Callable[[nn.Module, int], object], *, max_
     step 20 on and only when that start is positive (``DivergenceMonitor``). A normal run's loss
     falls below its start; 10 times the start is far beyond any noise.
     ``step_loss`` raising ``StopIteration`` (its batches ran out) is a ``ValueError``, not a hang.
+    Bad settings are a ``ValueError`` before anything runs: ``clip`` is a positive norm or ``None`` (no
+    clipping; 0 is refused rather than read as "none"), a budget needs a finite bound, ``lr`` is finite;
+    a ``step_loss`` result that is not one number with a gradient is one at the step it comes.
     """
     _check_budget(max_steps, time_budget)
+    _check_settings(model, step_loss, lr, warmup, clip, eval_points)
     if divergence_factor is not None and not (isinstance(divergence_factor, (int, float)) and divergence_factor > 1):
         raise ValueError(f"divergence_factor must be a number > 1 or None (no check), got {divergence_factor!r}")
     monitor = DivergenceMonitor(divergence_factor, lr) if divergence_factor is not None else None
@@ -226,18 +276,23 @@ def fit(model: nn.Module, step_loss: Callable[[nn.Module, int], object], *, max_
             raise ValueError(f"step_loss ran out of batches at step {step} (StopIteration): its batch source is "
                              "empty or exhausted; give it data that repeats, epoch after epoch") from err
         objective, values = _split(result)
+        _check_objective(objective, step)
         objective_value = objective.item()  # waits for the device, so the timing is real
         if not math.isfinite(objective_value):  # stop before a non-finite gradient reaches the weights
+            if step == 0:  # no update yet: the learning rate cannot be the cause
+                raise FloatingPointError(f"the loss was {objective_value} at step 0, before any update: the model's "
+                                         f"initial output or the first batch holds a non-finite value (the "
+                                         f"learning rate has not acted yet)")
             raise FloatingPointError(f"the loss became {objective_value} at step {step}; try a smaller lr (got {lr})")
         if monitor is not None:
             monitor.check(objective_value, step + 1)  # counted as in history.steps
         opt.zero_grad(set_to_none=True)
         objective.backward()
-        if clip:
+        if clip is not None:  # a positive norm (checked above)
             nn.utils.clip_grad_norm_(model.parameters(), clip)
         opt.step()
         recorded = values.pop("loss", objective_value)
-        loss_value = float(recorded)
+        loss_value = _as_float(recorded, "loss", step)
         elapsed += time.perf_counter() - start
         step += 1
         history.steps.append(step)
@@ -245,7 +300,7 @@ def fit(model: nn.Module, step_loss: Callable[[nn.Module, int], object], *, max_
         history.lr.append(lr * factor)
         history.seconds.append(elapsed)
         for name, value in values.items():
-            history.metrics.setdefault(name, []).append(float(value))
+            history.metrics.setdefault(name, []).append(_as_float(value, name, step - 1))  # counted from 0
         bar.update(1 if max_steps is not None else min(elapsed, total) - bar.n)
         bar.set_postfix(loss=f"{loss_value:.3f}", refresh=False)
         done = used()
@@ -255,7 +310,10 @@ def fit(model: nn.Module, step_loss: Callable[[nn.Module, int], object], *, max_
         if evaluate is not None and (due or (eval_every and step % eval_every == 0)
                                      or ((eval_points or eval_every) and done >= 1.0)):
             history.eval_steps.append(step)
-            for name, value in evaluate(model).items():
+            scores = evaluate(model)
+            if not isinstance(scores, dict):
+                raise ValueError(f"evaluate must return a dict {{name: number}}, got {type(scores).__name__}")
+            for name, value in scores.items():
                 history.evals.setdefault(name, []).append(float(value))
             bar.set_postfix(loss=f"{loss_value:.3f}", **{k: f"{v[-1]:.3g}" for k, v in history.evals.items()},
                             refresh=False)

@@ -29,7 +29,8 @@ import torch
 from torch import nn
 
 from .causal_attention import causal_self_attention, check_position_scheme, self_attention_context
-from .checks import check_tokens
+from .checks import check_positive_int, check_probability, check_token_ids, check_tokens
+from .device import model_device
 from .kv_cache import KVCache
 from .multihead import MultiHeadAttention
 from .positional import LearnedPositionalEncoding, NoPositionalEncoding, PositionalEncoding
@@ -51,6 +52,10 @@ class PositionWiseFFN(nn.Module):
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+        check_positive_int("ffn_num_hiddens", ffn_num_hiddens)
+        check_positive_int("ffn_num_outputs", ffn_num_outputs)
+        if ffn_num_inputs is not None:
+            check_positive_int("ffn_num_inputs", ffn_num_inputs)  # 0 used to fall back silently to the outputs
         self.dense1 = nn.Linear(ffn_num_inputs or ffn_num_outputs, ffn_num_hiddens)
         self.relu = ACTIVATIONS[activation]()
         self.dense2 = nn.Linear(ffn_num_hiddens, ffn_num_outputs)
@@ -68,7 +73,7 @@ class AddNorm(nn.Module):
 
     def __init__(self, norm_shape, dropout: float):
         super().__init__()
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = nn.Dropout(check_probability("dropout", dropout))
         self.ln = nn.LayerNorm(norm_shape)
 
     def forward(self, X, Y):
@@ -192,8 +197,14 @@ def build_stack(block: type, vocab_size: int, num_hiddens: int, ffn_num_hiddens:
     """What the encoder, the decoder and the language models share: token embeddings, positions
     (``position_scheme``, one of ``ADDED_POSITIONS``' keys, also handed to each block), ``num_blks``
     blocks (``blks.block0``, ... as d2l names them; ``block_kwargs`` go to each block) and, for
-    pre-norm, the final layer norm (``nn.Identity`` for post-norm)."""
+    pre-norm, the final layer norm (``nn.Identity`` for post-norm). Every size must be a positive int."""
+    for name, size in (("vocab_size", vocab_size), ("num_hiddens", num_hiddens), ("ffn_num_hiddens", ffn_num_hiddens),
+                       ("num_heads", num_heads), ("num_blks", num_blks), ("max_len", max_len)):
+        check_positive_int(name, size)
     check_position_scheme(position_scheme)
+    if position_scheme == "rotary" and num_hiddens % num_heads == 0 and num_hiddens // num_heads % 2:
+        raise ValueError(f"rotary positions rotate pairs of features, so d / heads must be even; got num_hiddens="
+                         f"{num_hiddens} / num_heads={num_heads} = {num_hiddens // num_heads}")
     embedding = nn.Embedding(vocab_size, num_hiddens)
     pos_encoding = ADDED_POSITIONS[position_scheme](num_hiddens, dropout, max_len)
     blks = nn.Sequential()
@@ -208,7 +219,14 @@ def embed_tokens(stack: nn.Module, X: torch.Tensor, offset: int = 0) -> torch.Te
     """Token embeddings times sqrt(d) (the positions' scale), plus positions from ``offset``: (batch, steps, d).
 
     ``stack`` is a module holding the ``embedding`` and ``pos_encoding`` of ``build_stack`` and its ``num_hiddens``.
+    ``X`` must hold token ids in ``[0, vocab_size)`` (``checks.check_token_ids``: the dtype always, the values
+    where they can be read without waiting for a device); a stand-in for the ``nn.Embedding`` checks its own.
     """
+    if isinstance(stack.embedding, nn.Embedding):
+        check_token_ids(X, stack.embedding.num_embeddings)
+        if X.device != stack.embedding.weight.device:
+            raise ValueError(f"the token ids are on {X.device} but the model on {stack.embedding.weight.device}; "
+                             f"move them with X.to(model_device(model))")
     return stack.pos_encoding(stack.embedding(X) * math.sqrt(stack.num_hiddens), offset)
 
 
@@ -226,6 +244,32 @@ def init_transformer_weights(model: nn.Module, token_embeddings, num_hiddens: in
             nn.init.normal_(module.weight, std=num_hiddens ** -0.5)
 
 
+def check_cache_fits(stack: nn.Module, cache: KVCache, batch: int) -> None:
+    """Raise ``ValueError`` unless ``cache`` is a ``KVCache`` that the decoder stack ``stack`` (see
+    ``decode_with_cache``) can extend for ``batch`` rows: keys and values ``(num_blks, batch, kv_heads, P, d /
+    heads)`` of this stack, cross-attention keys and values (a translator's) ``(num_blks, batch, heads, S, d /
+    heads)``, on the device of its weights. Reads shapes only (``KVCache.shape`` stacks nothing)."""
+    if not isinstance(cache, KVCache):
+        raise ValueError(f"cache must be a KVCache, got {type(cache).__name__}")
+    heads = stack.num_heads
+    head_dim, kv_heads, num_blks = stack.num_hiddens // heads, getattr(stack, "num_kv_heads", heads), len(stack.blks)
+    shape = cache.shape
+    if shape[:3] != (num_blks, batch, kv_heads) or shape[4] != head_dim:
+        raise ValueError(f"cache must hold keys and values (num_blks={num_blks}, batch={batch}, kv_heads={kv_heads}, "
+                         f"P, d / heads); got {shape}, while this model's d / heads is {head_dim}: a cache of "
+                         f"another model or batch?")
+    for name in ("cross_keys", "cross_values"):
+        cross = getattr(cache, name)
+        if cross is not None and (cross.dim() != 5 or cross.shape[:3] != (num_blks, batch, heads)
+                                  or cross.shape[4] != head_dim):
+            raise ValueError(f"the cache's {name} must be (num_blks={num_blks}, batch={batch}, heads={heads}, S, "
+                             f"d / heads={head_dim}), got {tuple(cross.shape)}: a state of another model?")
+    device = model_device(stack, cache.device)
+    if cache.device != device:
+        raise ValueError(f"the cache is on {cache.device} but the model on {device}; move the model or make the "
+                         f"cache there (model.empty_cache(batch))")
+
+
 def decode_with_cache(stack: nn.Module, X: torch.Tensor, cache: KVCache):
     """Run a decoder stack on ``X`` ``(batch, T)``, the tokens after those of ``cache``: returns ``(logits
     (batch, T, vocab), the cache extended by X)`` (cut to the last ``window`` positions with a window).
@@ -233,8 +277,12 @@ def decode_with_cache(stack: nn.Module, X: torch.Tensor, cache: KVCache):
     ``stack`` holds ``build_stack``'s parts (decoder blocks), an output layer ``dense`` and the options
     ``position_scheme``, ``window``, ``num_heads`` and ``num_hiddens``; a cache with ``cross_keys`` (a
     translator's) feeds them to each block's cross-attention. What all blocks share (mask, ALiBi
-    bias, rotary angles) is computed once, here."""
+    bias, rotary angles) is computed once, here. A cache of another model (other blocks, heads or head size),
+    batch or device is refused by ``check_cache_fits``."""
     T, heads = X.shape[1], stack.num_heads
+    if T < 1:
+        raise ValueError(f"X must hold at least one new token (batch, steps >= 1), got shape {tuple(X.shape)}")
+    check_cache_fits(stack, cache, X.shape[0])
     H = embed_tokens(stack, X, cache.length)  # (batch, T, d), positions L .. L + T - 1
     context = self_attention_context(T, cache.positions, cache.length, position_scheme=stack.position_scheme,
                                      window=stack.window, num_heads=heads, head_dim=stack.num_hiddens // heads,
@@ -373,6 +421,8 @@ def make_transformer(src_vocab_size: int, tgt_vocab_size: int, num_hiddens: int 
     ALiBi inside each self-attention); ``window`` (sliding-window attention) and ``num_kv_heads``
     (grouped-query attention) to the decoder's self-attention.
     """
+    check_positive_int("src_vocab_size", src_vocab_size)
+    check_positive_int("tgt_vocab_size", tgt_vocab_size)
     config = dict(kind="transformer", src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
                   num_hiddens=num_hiddens, ffn_num_hiddens=ffn_num_hiddens, num_heads=num_heads, num_blks=num_blks,
                   dropout=dropout, norm_first=norm_first, tie_embeddings=tie_embeddings,

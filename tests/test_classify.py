@@ -191,3 +191,40 @@ def test_plot_seed_curves_draws_the_mean_and_the_range():
     uneven = [History(eval_steps=[step], evals={"val_accuracy": [1.0]}) for step in (10, 20)]
     with pytest.raises(ValueError, match="evaluated at different steps"):
         plot_seed_curves({"c": SeedRuns([0, 1], [None, None], uneven)})
+
+
+def test_empty_data_is_named_not_nan():
+    """Before: train_classifier on no example trained on empty batches until the NaN loss stopped it, blaming
+    the learning rate; accuracy of no example failed in torch.cat's words; the hit rate of no example and the
+    spread of a NaN were NaN, silently."""
+    inputs, labels = _data()
+    model = _PickOne()
+    with pytest.raises(ValueError, match="labels is empty: train_classifier needs at least one example, got 0"):
+        train_classifier(model, (inputs[0][:0],), labels[:0], max_steps=3, progress=False)
+    assert model.query.tolist() == [-1.0, -1.0, -1.0]
+    with pytest.raises(ValueError, match=r"inputs hold no example \(0 rows\): nothing to predict"):
+        accuracy(model, (inputs[0][:0],), labels[:0])
+    with pytest.raises(ValueError, match="the hit rate needs at least one example, got 0"):
+        evidence_hit_rate(torch.ones(0, 3), torch.zeros(0, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"spread needs finite values, got nan at index 1 of \[0.9, nan, 0.8\]"):
+        spread([0.9, float("nan"), 0.8])
+    with pytest.raises(ValueError, match="spread needs finite values, got inf at index 0"):
+        spread([float("inf")])
+
+
+def test_a_bad_validation_set_or_batch_size_is_named_before_training():
+    """Before: a val of the wrong shape failed at the first evaluation, after eval_every steps of training;
+    predict(batch_size=0) failed in range()'s words."""
+    inputs, labels = _data()
+    model = _PickOne()
+    with pytest.raises(ValueError, match=r"val must be a pair \(val_inputs, val_labels\), got Tensor"):
+        train_classifier(model, inputs, labels, max_steps=3, val=labels, progress=False)
+    with pytest.raises(ValueError, match=r"input 0 must be a tensor with one row per label \(256 rows\)"):
+        train_classifier(model, inputs, labels, max_steps=3, val=((inputs[0][:5],), labels), progress=False)
+    with pytest.raises(ValueError, match="val's labels are empty"):
+        train_classifier(model, inputs, labels, max_steps=3, val=((inputs[0][:0],), labels[:0]), progress=False)
+    assert model.query.tolist() == [-1.0, -1.0, -1.0]
+    with pytest.raises(ValueError, match="batch_size must be a positive integer, got 0"):
+        predict(model, inputs, batch_size=0)
+    with pytest.raises(ValueError, match=r"inputs must be a non-empty sequence of tensors .* got \[\]"):
+        predict(model, ())

@@ -99,3 +99,13 @@ def test_noise_keeps_the_layout_and_has_the_asked_spread():
 def test_bad_noise_is_named(noise):
     with pytest.raises(ValueError, match="noise must be a standard deviation"):
         make_digit_canvases(5, seed=0, noise=noise)
+
+
+def test_distractors_and_grid_must_be_integers():
+    """Before: distractors=True drew one broken frame (0 <= True <= 8), distractors=1.5 failed inside NumPy,
+    grid=True was refused only because True < 2."""
+    for bad in (True, 1.5, -1):
+        with pytest.raises(ValueError, match=rf"distractors must be a non-negative integer, got {bad!r}"):
+            canvas_layout(4, seed=0, distractors=bad)
+    with pytest.raises(ValueError, match="grid must be an int >= 2"):
+        canvas_layout(4, seed=0, grid=True)

@@ -202,3 +202,20 @@ def test_bundled_corpora_read_back_as_generated():
     assert bundled_text("dates", 2).splitlines()[0] == "02 / 15 / 19\t2019 - 02 - 15\t0-2 2-4 4-0"
     with pytest.raises(ValueError, match="expected one of"):
         load_bundled("klingon")
+
+
+def test_sizes_of_the_generated_corpora_are_counts():
+    """Before: generate_grammar(-3) and generate_dates(-3) returned [], generate_dates(2.5) failed in range()'s
+    words, and load_bundled('grammar', num_examples=0) an empty corpus that failed only when split."""
+    for generate in (generate_grammar, generate_dates):
+        for bad in (-3, 2.5, True):
+            with pytest.raises(ValueError, match=rf"num_examples must be a non-negative integer, got {bad!r}"):
+                generate(bad)
+        assert generate(0) == [] and len(generate(3)) == 3
+    for bad in (0, -1, True, 2.5):
+        with pytest.raises(ValueError, match=rf"num_examples must be a positive integer or None \(the snapshot's "
+                                             rf"size\), got {bad!r}"):
+            load_bundled("grammar", num_examples=bad)
+        with pytest.raises(ValueError, match=rf"num_examples must be a positive integer .* got {bad!r}"):
+            bundled_text("dates", num_examples=bad)
+    assert len(load_bundled("dates", num_examples=5)) == 5

@@ -297,3 +297,20 @@ def test_unseen_pairs_are_held_out_like_the_test_set(tmp_path):
     assert used | seen | set(unseen) == set(range(len(data.corpus)))
     long = data.unseen_pairs(min_length=6)
     assert long == [i for i in unseen if len(data.corpus.src[i]) >= 6] and len(long) < len(unseen)
+
+
+def test_split_sizes_and_lengths_of_the_wrong_kind_are_named():
+    """Before: num_train=True trained on one pair (True == 1); max_eval_len=True kept only one-token sentences
+    for evaluation, and then failed to fill the test set, blaming the size."""
+    from attn_utils.data import load_bundled
+
+    corpus = load_bundled("grammar")
+    with pytest.raises(ValueError, match=r"num_train must be an int in 0\.\.\d+ .* got True"):
+        split_by_source(corpus, 10, 10, num_train=True, max_eval_len=None)
+    with pytest.raises(ValueError, match=r"num_train must be an int in 0\.\.\d+ .* got True"):
+        load_translation_data("grammar", num_train=True, verbose=False)
+    for bad in (True, 0, 2.5):
+        with pytest.raises(ValueError, match=rf"max_eval_len must be a positive integer \(tokens\) or None \(any "
+                                             rf"length\), got {bad!r}"):
+            split_by_source(corpus, 10, 10, max_eval_len=bad)
+    assert len(split_by_source(corpus, 10, 10, num_train=1, max_eval_len=None).train) == 1

@@ -107,3 +107,14 @@ def test_tensors_pad_and_name_bad_labels():
     assert vocab.pad == 0 and t.tokens[1, 7:].tolist() == [0, 0] and t.evidence.tolist() == [4, 3]
     with pytest.raises(ValueError, match="expected labels from LABELS"):
         relation_tensors([RelationExample(examples[0].tokens, "Cause")], vocab)
+
+
+def test_relation_split_sizes_and_distractors_must_be_integers():
+    """Before: num_train=2.5 failed in Python's words, num_train=True made one sentence, distractors=True one
+    distractor clause (True in (1, 2, 3))."""
+    for bad in (2.5, True):
+        with pytest.raises(ValueError, match=rf"num_train must be a non-negative integer, got {bad!r}"):
+            make_relation_corpus(num_train=bad, num_val=1, num_test=1)
+    with pytest.raises(ValueError, match="distractors must be 1, 2 or 3 .* got True"):
+        make_relation_corpus(num_train=2, num_val=1, num_test=1, distractors=True)
+    assert len(make_relation_corpus(num_train=2, num_val=1, num_test=1).train) == 2

@@ -168,3 +168,16 @@ def test_review_data_splits():
     assert data.test.inputs[0].shape == (30, 8, 12)
     assert torch.equal(data.train.labels, torch.tensor([r.label for r in data.train.reviews]))
     assert torch.equal(data.test.evidence_word, torch.tensor([r.evidence_word for r in data.test.reviews]))
+
+
+def test_review_counts_must_be_integers():
+    """Before: make_reviews(2.5) failed in range()'s words, make_reviews(True) made one review, and a negative
+    num_train in make_review_data silently cut the other splits short (a stream of num_train + num_val + num_test)."""
+    for bad in (2.5, True):
+        with pytest.raises(ValueError, match=rf"num must be a non-negative integer, got {bad!r}"):
+            make_reviews(bad)
+    with pytest.raises(ValueError, match="min_sentences must be a non-negative integer, got 4.5"):
+        make_reviews(3, min_sentences=4.5)
+    with pytest.raises(ValueError, match="num_train must be a non-negative integer, got -5"):
+        make_review_data(num_train=-5, num_val=10, num_test=10)
+    assert len(make_reviews(3)) == 3

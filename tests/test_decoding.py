@@ -128,6 +128,25 @@ def test_bad_arguments_raise_value_errors():
         greedy_decode(model, SRC[0], None, BOS, EOS, 5)
 
 
+def test_bad_tokens_and_length_penalties_are_named():
+    """A NaN alpha made every normalised score NaN (the pick arbitrary); an <eos> beyond the vocabulary
+    was an IndexError in beam search and a sentence that never stops in greedy decoding."""
+    model = bigram_model(GREEDY_TRAP)
+    with pytest.raises(ValueError, match="alpha .* must be a finite number, got nan"):
+        beam_search(model, SRC, None, BOS, EOS, 5, beam_size=2, alpha=float("nan"))
+    with pytest.raises(ValueError, match="eos must be a token index below the decoder's vocabulary size 6, got 6"):
+        beam_search(model, SRC, None, BOS, 6, 5, beam_size=2)
+    with pytest.raises(ValueError, match="eos must be a token index below the decoder's vocabulary size 6, got 9"):
+        greedy_decode(model, SRC, None, BOS, 9, 5)
+    with pytest.raises(ValueError, match="bos must be a non-negative integer, got -1"):
+        greedy_decode(model, SRC, None, -1, EOS, 5)
+    with pytest.raises(ValueError, match="eos must be a non-negative integer, got True"):
+        beam_search(model, SRC, None, BOS, True, 5)
+    with pytest.raises(ValueError, match=r"src_valid_lens must be a tensor of shape \(1,\), got list"):
+        greedy_decode(model, SRC, [7], BOS, EOS, 5)
+    assert greedy_decode(model, SRC, None, BOS, None, 3).tokens == [[A, EOS, EOS]]  # no eos: runs max_len steps
+
+
 def test_translate_and_bleu_on_the_grammar_corpus():
     from attn_utils.data import load_translation_data
 

@@ -276,3 +276,92 @@ def test_low_rank_checker_names_the_case_of_a_truncation_without_the_svd():
         return queries @ (U[:, :rank] @ Vh[:rank]) @ keys.transpose(1, 2)
 
     assert "expected [[[0.0, 0.0], [3.0, -3.0]]]" in grade("ch03-low-rank-general", without_singular_values).message
+
+
+# --- the dtype of a result, and the time limit (issue 37) --------------------------------------------------------
+
+
+def _one_case(monkeypatch, expected: torch.Tensor, label: str = "test-dtype"):
+    from attn_utils.exercises import core
+
+    cases = [core.Case("a one-hot row", (torch.tensor([0.1, 3.0, 0.2]),), expected)]
+    monkeypatch.setitem(core.REGISTRY, label, lambda device: cases)
+    return label
+
+
+def test_a_result_of_another_kind_of_number_fails_naming_both_dtypes(monkeypatch):
+    """Before: every result was compared after .double(), so an int64 one-hot passed for float32 probabilities,
+    a complex tensor passed on its real part (the imaginary part was dropped), a float answer passed for indices."""
+    label = _one_case(monkeypatch, torch.tensor([0.0, 1.0, 0.0]))  # float32 probabilities that happen to be 0/1
+
+    def one_hot(x):  # right values, integers
+        return torch.nn.functional.one_hot(x.argmax(), 3)
+
+    result = grade(label, one_hot)
+    assert not result.passed
+    assert "expected dtype float32 (floating-point), got int64 (integer): integers where real numbers" in result.message
+    with pytest.raises(ExerciseFailed, match=r"expected dtype float32 \(floating-point\), got int64"):
+        check_exercise(label, one_hot)
+
+    def complex_result(x):  # the right real part, and an imaginary part the old check never saw
+        return torch.softmax(x * 100, dim=-1) + 5j
+
+    message = grade(label, complex_result).message
+    assert "expected dtype float32 (floating-point), got complex64 (complex): a complex result" in message
+
+    label = _one_case(monkeypatch, torch.tensor([1, 2, 0]), "test-indices")
+
+    def float_indices(x):
+        return torch.tensor([1.0, 2.0, 0.0], device=x.device)
+
+    assert "expected dtype int64 (integer), got float32 (floating-point): indices and counts are integers" in \
+        grade(label, float_indices).message
+
+
+def test_a_less_precise_result_fails(monkeypatch):
+    """Before: a float16 answer to a float32 exercise passed with float16's looser tolerance."""
+    label = _one_case(monkeypatch, torch.softmax(torch.tensor([0.1, 3.0, 0.2]), dim=-1))
+    result = grade(label, lambda x: torch.softmax(x, dim=-1).half())
+    assert not result.passed
+    assert "expected dtype float32, got float16, which holds fewer digits" in result.message
+    assert grade(label, lambda x: torch.softmax(x, dim=-1)).passed
+
+
+def test_a_float64_answer_to_a_float32_exercise_passes_with_a_note(capsys):
+    """A correct formula computed in float64 is right within float32's tolerance: it passes, and the reader sees
+    a note (before: it passed silently, and the float64 result later met float32 weights)."""
+    label = "ch01-write-soft-lookup"
+    solution = _function(CODING[label][1]["solution"].source)
+
+    def in_float64(*args, **kwargs):
+        return solution(*args, **kwargs).double()
+
+    result = grade(label, in_float64)
+    assert result.passed and result.score == 1.0
+    assert len(result.notes) == result.cases_total
+    assert re.search(r"\nNote: case '.+' returned float64 where the cases expect float32; the values are right, "
+                     r"so it passes, .*\(and \d+ more cases alike\)$", result.message), result.message
+    check_exercise(label, in_float64)
+    out = capsys.readouterr().out
+    assert out.startswith(f"{label}: all ") and "Note: case" in out
+    plain = grade(label, solution)  # the same dtype: no note, the line the notebooks store
+    assert plain.notes == () and "Note" not in plain.message
+
+
+def test_an_infinite_timeout_means_no_limit():
+    """Before: timeout=inf reached Thread.join, which raised OverflowError, reported as the case failing."""
+    label = "ch01-write-soft-lookup"
+    solution = _function(CODING[label][1]["solution"].source)
+    for timeout in (float("inf"), 1e300):
+        result = grade(label, solution, timeout=timeout)
+        assert result.passed, result.message
+    for bad in (True, float("nan"), "60", -1):
+        with pytest.raises(ValueError, match=r"timeout must be a positive number of seconds, or None or inf for no "
+                                             rf"limit, got {re.escape(repr(bad))}"):
+            grade(label, solution, timeout=bad)
+
+
+def test_a_device_that_does_not_exist_is_named():
+    with pytest.raises(ValueError, match=r"device must be a torch.device or a name such as 'cpu' or 'cuda', "
+                                         r"got 'gpu'"):
+        grade("ch01-write-soft-lookup", lambda *a: None, device="gpu")

@@ -60,13 +60,14 @@ def _calls(device):
         "multi-head self-attention, lengths": (lambda: mha(X, X, X, lens_on_device), 3),
         "multi-head self-attention with dropout (explicit path), lengths": (
             lambda: training_mha(X, X, X, lens_on_device), 5),
-        "a 2-block language model's forward pass": (lambda: models[()](tokens), 2),
-        "the same with rotary positions": (lambda: models[(("position_scheme", "rotary"),)](tokens), 2),
-        "the same with ALiBi and a window": (lambda: models[(("position_scheme", "alibi"), ("window", 3))](tokens), 4),
-        "the same with grouped-query attention": (lambda: models[(("num_kv_heads", 2),)](tokens), 2),
-        "one cached decoding step": (lambda: models[()](tokens[:, :1], cache), 2),
+        # a model's pass: one look at its token ids (in [0, vocab_size)?) per embedding, then the attention's
+        "a 2-block language model's forward pass": (lambda: models[()](tokens), 3),
+        "the same with rotary positions": (lambda: models[(("position_scheme", "rotary"),)](tokens), 3),
+        "the same with ALiBi and a window": (lambda: models[(("position_scheme", "alibi"), ("window", 3))](tokens), 5),
+        "the same with grouped-query attention": (lambda: models[(("num_kv_heads", 2),)](tokens), 3),
+        "one cached decoding step": (lambda: models[()](tokens[:, :1], cache), 3),
         "a translator's teacher-forced pass, source lengths": (
-            lambda: translator(tokens, tokens, lens_on_device + 1), 14),
+            lambda: translator(tokens, tokens, lens_on_device + 1), 16),
     }
 
 
@@ -107,3 +108,21 @@ def test_lengths_on_the_cpu_are_checked_before_they_move():
         assert DotProductAttention(0.0)(q, q, q, torch.tensor([5, 6]).to(ACCELERATOR)).shape == (2, 5, 8)
         with strict_checks(), pytest.raises(ValueError, match="at most the number of keys"):
             DotProductAttention(0.0)(q, q, q, torch.tensor([5, 6]).to(ACCELERATOR))
+
+
+def test_token_ids_are_read_on_the_cpu_and_on_an_accelerator_only_under_strict_checks():
+    """An id beyond the vocabulary is a device-side assert on a GPU: refused by name where it can be read for
+    free (the CPU), and on the accelerator under strict checks; otherwise only its dtype is checked."""
+    model = _language_model()
+    with pytest.raises(ValueError, match=r"token ids must be integers in \[0, vocab_size=30\), got ids from 1 to 30"):
+        model(torch.tensor([[1, 30]]))
+    with SimulatedAccelerator():
+        model = model.to(ACCELERATOR)
+        bad = torch.tensor([[1, 30]]).to(ACCELERATOR)
+        with strict_checks(), pytest.raises(ValueError, match="vocab_size=30"):
+            model(bad)
+        with HostSyncs() as syncs, pytest.raises(IndexError):  # the simulated device runs on the CPU: torch's error
+            model(bad)
+        assert syncs.total == 0
+        with pytest.raises(ValueError, match="token ids must be integers .* got dtype torch.uint8"):
+            model(torch.ones(1, 2, dtype=torch.uint8).to(ACCELERATOR))

@@ -122,3 +122,110 @@ def test_what_the_blocks_share_is_computed_once_per_forward_pass(monkeypatch):
             _, cache = model(tokens)
             model(tokens[:, :1], cache)
         assert calls[scheme] == 2, f"{scheme}: {calls[scheme]} computations for 2 forward passes of 3 blocks"
+
+
+# --- a cache that does not fit the model is named, never read wrongly ---------------------------------------------
+
+def test_a_length_below_the_positions_cannot_be_set():
+    """A rotary (or learned, or sinusoidal) model places new tokens at ``length``: a cache of 4 positions
+    whose length was set to 2 gave logits off by 0.56 for a rotary model, without a word."""
+    model = CausalLanguageModel(30, 16, 32, 4, 2, position_scheme="rotary").double().eval()
+    X = torch.randint(30, (2, 6), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        full, _ = model(X)
+        _, cache = model(X[:, :4])
+        for bad in (2, 3, -1, 4.0, True, torch.tensor(4)):
+            with pytest.raises(ValueError, match=r"length \(tokens seen\) must be an int of at least its 4 positions"):
+                cache.length = bad
+        assert cache.length == 4
+        torch.testing.assert_close(model(X[:, 4:], cache)[0], full[:, 4:], rtol=0, atol=1e-12)
+        cache.length = 9  # as if 5 earlier tokens had left a window: allowed, as with_length does
+        assert cache.length == 9 and cache.with_length(12).length == 12 and cache.extended(2).length == 11
+
+
+def test_the_shape_is_read_without_stacking_the_buffers():
+    cache = _append(KVCache.empty(2, 3, 2, 4), _keys(3), _keys(3, 1))
+    assert cache.shape == tuple(cache.keys.shape) == (2, 3, 2, 3, 4) and cache.kept(2).shape == (2, 3, 2, 2, 4)
+    assert cache.device == torch.device("cpu")
+
+
+def test_update_names_keys_that_do_not_fit():
+    grown = KVCache.empty(2, 3, 2, 4).extended(1)
+    with pytest.raises(ValueError, match=r"\(batch=3, kv_heads=2, T, d / heads=4\) .* got \(3, 2, 1, 8\)"):
+        grown.update(0, torch.zeros(3, 2, 1, 8), torch.zeros(3, 2, 1, 8))
+    with pytest.raises(ValueError, match=r"T at most the cache's 1 positions, got \(3, 2, 2, 4\)"):
+        grown.update(0, torch.zeros(3, 2, 2, 4), torch.zeros(3, 2, 2, 4))  # wrote slots -1 and 0
+    with pytest.raises(ValueError, match=r"got \(3, 2, 1, 4\) and \(3, 2, 2, 4\)"):
+        grown.update(0, torch.zeros(3, 2, 1, 4), torch.zeros(3, 2, 2, 4))
+
+
+@pytest.mark.parametrize("other, what", [(dict(num_hiddens=32), "d / heads is 8"),
+                                         (dict(num_heads=2), r"kv_heads=2, P, d / heads\); got \(2, 2, 4, 4, 4\)"),
+                                         (dict(num_blks=3), r"num_blks=3, .*got \(2, 2, 4, 4, 4\)")])
+def test_a_language_model_names_the_cache_of_another_model(other, what):
+    """Another head size failed inside the cache's write ("The expanded size of the tensor (4) must match")."""
+    sizes = dict(num_hiddens=16, num_heads=4, num_blks=2) | other
+    torch.manual_seed(0)
+    mine = CausalLanguageModel(30, 16, 32, 4, 2, position_scheme="rotary").eval()
+    theirs = CausalLanguageModel(30, ffn_num_hiddens=32, position_scheme="rotary", **sizes).eval()
+    X = torch.randint(30, (2, 5), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        _, cache = mine(X[:, :4])
+        mine(X[:, 4:], cache)  # its own cache: fine
+        with pytest.raises(ValueError, match=f"cache must hold keys and values .*{what}"):
+            theirs(X[:, 4:], cache)
+
+
+@pytest.mark.parametrize("other, what", [(dict(num_blks=3), r"num_blks=3, .*got \(2, 2, 4, 0, 4\)"),
+                                         (dict(num_hiddens=32), "d / heads is 8"),
+                                         (dict(num_heads=2), r"kv_heads=2, P, d / heads\); got \(2, 2, 4, 0, 4\)")])
+def test_a_translator_names_the_state_of_another_translator(other, what):
+    """Another number of blocks failed with an IndexError, another head size inside the cache's write."""
+    sizes = dict(num_hiddens=16, num_heads=4, num_blks=2) | other
+    torch.manual_seed(0)
+    model = make_transformer(20, 21, 16, 32, 4, 2).eval()
+    theirs = make_transformer(20, 21, ffn_num_hiddens=32, **sizes).eval()
+    src = torch.randint(20, (2, 5), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        state = model.decoder.init_state(model.encoder(src))
+        model.decoder(src[:, :1], state)
+        with pytest.raises(ValueError, match=f"cache must hold keys and values .*{what}"):
+            theirs.decoder(src[:, :1], state)
+        cross = KVCache.empty(2, 2, 4, 4, cross_keys=state.cross_keys[:, :, :, :, :2], cross_values=state.cross_values)
+        with pytest.raises(ValueError, match=r"cross_keys must be \(num_blks=2, batch=2, heads=4, S, d / heads=4\)"):
+            model.decoder(src[:, :1], cross)
+
+
+def test_a_cache_on_another_device_is_named():
+    from simulated_accelerator import ACCELERATOR, SimulatedAccelerator
+
+    with SimulatedAccelerator(), torch.no_grad():
+        model = CausalLanguageModel(30, 16, 32, 4, 2).eval().to(ACCELERATOR)
+        X = torch.randint(30, (2, 3)).to(ACCELERATOR)
+        with pytest.raises(ValueError, match="the cache is on cpu but the model on cuda"):
+            model(X, KVCache.empty(2, 2, 4, 4))  # met the model inside attention ("same device")
+        assert model(X, model.empty_cache(2))[0].shape == (2, 3, 30)
+
+
+def test_an_empty_cache_names_sizes_that_are_not_counts():
+    for name, sizes in [("num_blks", (0, 3, 2, 4)), ("num_blks", (2.5, 3, 2, 4)), ("kv_heads", (2, 3, 0, 4)),
+                        ("head_dim", (2, 3, 2, -1)), ("batch", (2, True, 2, 4))]:
+        with pytest.raises(ValueError, match=f"{name} must be a"):
+            KVCache.empty(*sizes)
+    with pytest.raises(ValueError, match="at least one block"):
+        KVCache(torch.zeros(0, 3, 2, 1, 4), torch.zeros(0, 3, 2, 1, 4))  # its keys could not be stacked
+    assert KVCache.empty(2, 0, 2, 4).shape == (2, 0, 2, 0, 4)
+
+
+def test_token_ids_on_another_device_than_the_model_are_named():
+    from simulated_accelerator import ACCELERATOR, SimulatedAccelerator
+
+    with SimulatedAccelerator(), torch.no_grad():
+        model = CausalLanguageModel(30, 16, 32, 4, 2).eval().to(ACCELERATOR)
+        translator = make_transformer(30, 30, 16, 32, 4, 1).eval().to(ACCELERATOR)
+        X = torch.randint(30, (2, 3))  # left on the CPU
+        with pytest.raises(ValueError, match="the token ids are on cpu but the model on cuda"):
+            model(X)  # met the embedding's weight on the device ("same device")
+        with pytest.raises(ValueError, match="the token ids are on cpu but the model on cuda"):
+            translator(X, X.to(ACCELERATOR), None)
+        assert model(X.to(ACCELERATOR))[0].shape == (2, 3, 30)

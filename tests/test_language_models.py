@@ -26,6 +26,7 @@ from attn_utils.kv_cache import KVCache
 from attn_utils.losses import causal_lm_loss
 from attn_utils.sampling import sample_from, top_k_filter
 from attn_utils.tolerance import assert_close
+from attn_utils.transformer import make_transformer
 
 
 def small_lm(vocab=30, device="cpu", dtype=torch.float64, **kwargs):
@@ -120,6 +121,77 @@ def test_forward_bad_inputs_raise_value_errors():
         causal_lm_loss(model, torch.tensor([[1, 0, 0]]), pad=0)
 
 
+@pytest.mark.parametrize("model_kind", ["causal", "masked", "translator encoder", "translator decoder"])
+def test_token_ids_outside_the_vocabulary_or_not_int64_int32_are_named(model_kind):
+    """They reached nn.Embedding: an IndexError ("index out of range in self") or a RuntimeError about
+    "indices" on the CPU, a device-side assert on a GPU."""
+    torch.manual_seed(0)
+    if model_kind == "causal":
+        model = small_lm()
+        run = model
+    elif model_kind == "masked":
+        model = MaskedLanguageModel(30, 16, 32, 4, 1).eval()
+        run = model
+    else:
+        model = make_transformer(30, 30, 16, 32, 4, 1).eval()
+        good = torch.tensor([[1, 2, 3]])
+        run = (lambda X: model(X, good, None)) if model_kind == "translator encoder" else \
+            (lambda X: model(good, X, None))
+    assert run(torch.tensor([[0, 29, 5]])) is not None
+    assert run(torch.tensor([[0, 29, 5]], dtype=torch.int32)) is not None
+    for ids, got in [([[1, 30]], "ids from 1 to 30"), ([[-1, 4]], "ids from -1 to 4")]:
+        with pytest.raises(ValueError, match=rf"token ids must be integers in \[0, vocab_size=30\), got {got}"):
+            run(torch.tensor(ids))
+    for dtype in (torch.bool, torch.uint8, torch.int16):
+        with pytest.raises(ValueError, match=r"token ids must be integers|integer tensor of token indices"):
+            run(torch.ones(1, 3, dtype=dtype))
+    with pytest.raises(ValueError, match="integer tensor of token indices"):
+        run(torch.ones(1, 3))
+
+
+def test_bool_tokens_are_not_token_indices():
+    with pytest.raises(ValueError, match=r"prompt must be an integer tensor of token indices .*torch.bool"):
+        generate(small_lm(), torch.ones(1, 2, dtype=torch.bool), 3)
+
+
+def test_zero_new_tokens_are_named_not_a_view_error():
+    model = small_lm()
+    for cache in (None, model(torch.tensor([[1, 2]]))[1]):
+        with pytest.raises(ValueError, match=r"at least one new token .*got shape \(1, 0\)"):
+            model(torch.zeros(1, 0, dtype=torch.long), cache)
+
+
+@pytest.mark.parametrize("make, name", [
+    (lambda: CausalLanguageModel(0), "vocab_size"), (lambda: CausalLanguageModel(-3), "vocab_size"),
+    (lambda: CausalLanguageModel(True), "vocab_size"), (lambda: CausalLanguageModel(10, ffn_num_hiddens=0),
+                                                        "ffn_num_hiddens"),
+    (lambda: CausalLanguageModel(10, num_blks=0), "num_blks"), (lambda: CausalLanguageModel(10, num_heads=0),
+                                                                "num_heads"),
+    (lambda: CausalLanguageModel(10, num_hiddens=12, num_heads=4, position_scheme="rotary"), "d / heads must be even"),
+    (lambda: MaskedLanguageModel(0), "vocab_size"), (lambda: MaskedLanguageModel(10, num_blks=-1), "num_blks"),
+    (lambda: make_transformer(0, 5), "src_vocab_size"), (lambda: make_transformer(5, 0), "tgt_vocab_size"),
+    (lambda: make_transformer(5, 5, ffn_num_hiddens=0), "ffn_num_hiddens"),
+    (lambda: make_transformer(5, 5, num_blks=0), "num_blks"),
+])
+def test_non_positive_model_sizes_are_named(make, name):
+    """They built models of an empty vocabulary, an FFN of no hidden unit or no block at all."""
+    with pytest.raises(ValueError, match=name):
+        make()
+
+
+def test_bert_masking_refuses_a_bool_probability_and_float_replacements():
+    tokens = torch.tensor([[7, 8, 9]])
+    draws = dict(maskable=tokens > 0, choose=torch.rand(1, 3), action=torch.rand(1, 3))
+    with pytest.raises(ValueError, match=r"mask_prob must be a number in \[0, 1\], got True"):
+        bert_mask(tokens, random_tokens=tokens, mask_id=4, mask_prob=True, **draws)  # masked every token
+    with pytest.raises(ValueError, match="random_tokens must be an integer tensor"):
+        bert_mask(tokens, random_tokens=tokens + 0.7, mask_id=4, **draws)  # truncated silently
+    with pytest.raises(ValueError, match="mask_id must be a non-negative integer"):
+        bert_mask(tokens, random_tokens=tokens, mask_id=4.5, **draws)
+    with pytest.raises(ValueError, match="vocab_size must be a positive integer"):
+        mask_tokens(tokens, tokens > 0, 4, True)
+
+
 def test_causal_lm_loss_is_the_mean_over_real_targets():
     model = small_lm()
     tokens = torch.tensor([[1, 5, 6, 2, 0], [1, 7, 2, 0, 0]])
@@ -158,6 +230,56 @@ def test_temperature_zero_is_argmax_and_tiny_temperatures_do_not_overflow():
     assert not torch.isnan(tiny).any()
     assert tiny[0].tolist() == [1.0, 0.0, 0.0] and tiny[1].tolist() == [0.0, 0.5, 0.5]
     torch.testing.assert_close(sampling_probs(logits, 1.0, top_k=1), F.one_hot(logits.argmax(-1), 3).float())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("temperature", [1e-300, 1e-46, 5e-324])
+def test_temperatures_that_are_zero_in_the_logits_dtype_give_the_limit_not_nan(dtype, temperature):
+    """float32 turns T < 7e-46 into 0, and 0 / 0 made every probability NaN (sampling then drew the last
+    token). The limit of T -> 0+ shares the mass equally among the maxima, as T = 1e-30 already did."""
+    logits = torch.tensor([[1.0, 3.0, 3.0, 0.0, float("-inf")], [-2.0, 5.0, 4.0, 4.5, 0.0]], dtype=dtype)
+    probs = sampling_probs(logits, temperature)
+    assert probs.dtype == dtype
+    assert probs.tolist() == [[0.0, 0.5, 0.5, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0, 0.0]]
+    assert sampling_probs(logits, temperature, top_k=3).tolist() == probs.tolist()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+@pytest.mark.parametrize("top_k", [None, 4])
+def test_ordinary_temperatures_give_the_same_bits_as_before(dtype, top_k):
+    """The softmax of (logits - max) / T, bit for bit: what the stored notebooks sampled from."""
+    logits = (4 * torch.randn(6, 50, generator=torch.Generator().manual_seed(3))).to(dtype)
+    logits[0, 7] = float("-inf")
+    kept = logits if top_k is None else top_k_filter(logits, top_k)
+    for T in (0.5, 1.0, 2.0, 1e-6, 1e-30):
+        before = torch.softmax((kept - kept.max(dim=-1, keepdim=True).values) / T, dim=-1)
+        assert torch.equal(sampling_probs(logits, T, top_k), before), T
+
+
+def test_generate_at_a_temperature_that_is_zero_in_float32_is_greedy():
+    model = small_lm(dtype=torch.float32)
+    prompt = torch.randint(30, (3, 2), generator=torch.Generator().manual_seed(4))
+    greedy = generate(model, prompt, 8, temperature=0.0)
+    tiny = generate(model, prompt, 8, temperature=1e-300, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(tiny, greedy)  # it drew token 29, the last, every time
+
+
+def test_infinite_logits_are_refused_rather_than_sampled_as_nan():
+    with pytest.raises(ValueError, match=r"no NaN or \+inf"):
+        sampling_probs(torch.tensor([[float("inf"), 0.0, 1.0]]))
+    with pytest.raises(ValueError, match="logits must be a float tensor"):
+        sampling_probs([[0.0, 1.0]])
+
+
+@pytest.mark.parametrize("probs", [torch.zeros(1, 3), torch.tensor([[0.2, float("nan"), 0.8]]),
+                                   torch.tensor([[0.5, -0.1, 0.6]]), torch.tensor([[float("inf"), 0.0, 1.0]])],
+                         ids=["zeros", "nan", "negative", "inf"])
+def test_sample_from_refuses_rows_it_cannot_draw_from(probs):
+    """Such rows drew the last index (of probability 0, or NaN) without a word."""
+    with pytest.raises(ValueError, match="finite and non-negative, with a positive sum"):
+        sample_from(torch.cat([torch.tensor([[0.2, 0.3, 0.5]]), probs]), torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match=r"float tensor \(batch, vocab\), got shape \(1, 3\), dtype torch.int64"):
+        sample_from(torch.tensor([[0, 1, 1]]))
 
 
 @pytest.mark.parametrize("bad", [-0.1, float("nan"), float("inf"), "1", None, True])
@@ -452,3 +574,20 @@ def test_interleaved_times_runs_each_function_once_per_repeat_in_turn():
     times = interleaved_times([lambda: calls.append("a"), lambda: calls.append("b")], repeats=3, warmup=1)
     assert calls == ["a", "b"] * 4  # one warm-up round, then three timed ones
     assert [len(t) for t in times] == [3, 3] and all(x >= 0 for t in times for x in t)
+
+
+def test_sampling_helpers_name_arguments_of_the_wrong_kind():
+    from attn_utils.sampling import decode_steps, filled_cache
+
+    with pytest.raises(ValueError, match="logits must be a float tensor"):
+        top_k_filter(torch.tensor([[1, 2, 3]]), 2)  # "value cannot be converted to type int64_t" before
+    with pytest.raises(ValueError, match="dtype must be a torch.dtype"):
+        kv_cache_bytes(1, 1, 1, 1, dtype="float16")
+    model = small_lm()
+    for steps in (-1, True):
+        with pytest.raises(ValueError, match="steps must be a non-negative integer"):
+            decode_steps(model, model.empty_cache(1), steps)  # -1 did nothing, True one step
+    with pytest.raises(ValueError, match="batch must be a non-negative integer, got True"):
+        filled_cache(model, 3, batch=True)
+    with pytest.raises(ValueError, match="batch must be a positive integer, got 0"):
+        time_generation(model, [2], batch=0, repeats=1)  # timed an empty batch

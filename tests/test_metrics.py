@@ -227,3 +227,31 @@ def test_group_references_scores_each_source_once_against_all_its_references():
     assert grouped_refs == [["le chat", "un chat", "le matou"], ["un chien"]]
     with pytest.raises(ValueError, match="expected as many hypotheses, references and sources, got 4, 4 and 3"):
         group_references(hyps, refs, sources[:3])
+
+
+def test_bleu_orders_must_be_positive_integers():
+    """Before: max_order=0 (or d2l's k=0) scored 0 or 1 silently, max_order=True was a unigram BLEU."""
+    for bad in (0, -1, True, 2.5):
+        with pytest.raises(ValueError, match=rf"max_order must be a positive integer, got {bad!r}"):
+            corpus_bleu(["le chat dort"], ["le chat dort"], max_order=bad)
+        with pytest.raises(ValueError, match=rf"k must be a positive integer \(the longest n-gram order\), got "
+                                             rf"{bad!r}"):
+            bleu("le chat dort", "le chat dort", bad)
+    with pytest.raises(ValueError, match="max_order must be a positive integer, got 0"):
+        bleu_from_statistics(torch.tensor([1, 1]), max_order=0)
+    assert corpus_bleu(["le chat dort"], ["le chat dort"], max_order=3) == pytest.approx(100.0)
+
+
+def test_semeval_scores_refuse_fractional_labels_and_empty_targets():
+    """Before: a label of 2.7 was read as 2 (int() truncates), and no targets at all was reported as
+    'every target is Other'."""
+    from attn_utils.metrics import semeval_macro_f1
+
+    with pytest.raises(ValueError, match=r"predictions: expected label indices \(integers\) or label strings, "
+                                         r"got 2.7"):
+        semeval_macro_f1([2.7, 0], [2, 0])
+    with pytest.raises(ValueError, match="targets: expected label indices .* got True"):
+        semeval_macro_f1([1], [True])
+    with pytest.raises(ValueError, match="targets is empty: the macro-F1 needs at least one example, got 0"):
+        semeval_macro_f1([], [])
+    assert semeval_macro_f1(torch.tensor([2, 0]), [2.0, 0]) == semeval_macro_f1([2, 0], [2, 0])

@@ -115,6 +115,31 @@ def test_dot_product_attention_adds_the_bias_before_the_softmax_and_keeps_masks(
     assert float(layer.attention_weights[..., 0, 1:].abs().max()) == 0.0  # the mask still wins over the bias
 
 
+@pytest.mark.parametrize("bias", [torch.tensor(0.7), torch.tensor([0.3]), torch.tensor([0.0, -1.0, 2.0, 0.5, 1.5])],
+                         ids=["0-d", "(1,)", "(K,)"])
+@pytest.mark.parametrize("heads", [False, True])
+@pytest.mark.parametrize("masking", ["none", "lengths", "causal"])
+def test_the_fused_path_takes_a_0d_or_1d_bias_as_the_explicit_path_does(bias, heads, masking):
+    """Such a bias broadcasts to the scores (the docstring's promise, kept by the explicit path), but SDPA
+    took it as the mask itself and raised an IndexError ("Dimension specified as -2")."""
+    batch = (2, 3) if heads else (2,)  # (batch, heads) or (batch,)
+    q = torch.randn(*batch, 4, 8, dtype=torch.float64, generator=G(1))  # 4 queries, 5 keys
+    k, v = (torch.randn(*batch, 5, 8, dtype=torch.float64, generator=G(i)) for i in (2, 3))
+    lens = torch.tensor([5, 2]) if masking == "lengths" else None
+    causal = masking == "causal"
+    fused, explicit = DotProductAttention(0.0, fused=True), DotProductAttention(0.0, fused=False)
+    got = fused(q, k, v, lens, bias.double(), causal=causal)
+    want = explicit(q, k, v, lens, bias.double(), causal=causal)
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+    torch.testing.assert_close(fused.attention_weights, explicit.attention_weights, rtol=0, atol=1e-12)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(8) + bias.double()  # and both are the hand computation
+    if lens is not None:
+        scores = scores.masked_fill(torch.arange(5) >= lens.reshape(2, *[1] * (q.dim() - 1)), float("-inf"))
+    if causal:
+        scores = scores.masked_fill(~causal_mask(4, 5), float("-inf"))
+    torch.testing.assert_close(got, torch.softmax(scores, -1) @ v, rtol=0, atol=1e-12)
+
+
 def test_a_bias_of_the_wrong_shape_or_type_is_named():
     q = torch.randn(1, 2, 3, 4)
     for layer in (DotProductAttention(0.0), DotProductAttention(0.0, fused=False)):
@@ -272,3 +297,37 @@ def test_a_filled_cache_has_the_shape_of_length_tokens_and_decodes_on(options, k
     assert after.length == 15 and after.keys.shape[3] == (15 if "window" not in options else 5)
     with pytest.raises(ValueError, match="length must be a non-negative integer, got -1"):
         filled_cache(model, -1)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_a_scale_that_is_not_a_finite_number_is_named_on_both_paths(fused):
+    """A NaN scale gave NaN on the explicit path and zeros on the fused one."""
+    for bad in (float("nan"), float("inf"), "2", True):
+        with pytest.raises(ValueError, match="scale must be None .* or a finite number"):
+            DotProductAttention(0.0, scale=bad, fused=fused)
+    q = torch.randn(2, 3, 4, generator=G(0))
+    torch.testing.assert_close(DotProductAttention(0.0, scale=0.0, fused=fused)(q, q, q), q.mean(-2, keepdim=True)
+                               .expand(2, 3, 4))  # scale 0: equal weights, the mean of the values
+    with pytest.raises(ValueError, match="fused must be True or False, got 'no'"):
+        DotProductAttention(0.0, fused="no")  # read as True
+
+
+def test_the_fused_function_names_a_bad_scale():
+    from attn_utils.attention import fused_dot_product_attention
+
+    q = torch.randn(2, 3, 4, generator=G(0))
+    with pytest.raises(ValueError, match="scale must be None"):
+        fused_dot_product_attention(q, q, q, scale=float("nan"))
+
+
+def test_the_other_scaled_scores_name_a_factor_that_is_not_a_finite_number():
+    """A NaN beta or scale made every weight NaN."""
+    from attn_utils.attention import CosineAttention, DistanceAttention, GeneralAttention
+
+    for make, name in [(lambda v: CosineAttention(beta=v), "beta"), (lambda v: CosineAttention(v, learn_beta=True),
+                                                                     "beta"),
+                       (lambda v: GeneralAttention(scale=v), "scale"), (lambda v: DistanceAttention(scale=v), "scale")]:
+        for bad in (float("nan"), float("inf"), None, "1"):
+            with pytest.raises(ValueError, match=f"{name} must be a finite number, got"):
+                make(bad)
+        assert make(0.5) is not None

@@ -356,3 +356,41 @@ def test_causal_must_be_a_bool():
     X = torch.randn(1, 3, 8)
     with pytest.raises(ValueError, match="causal must be True or False"):
         layer(X, X, X, causal=causal_mask(3, 3))
+
+
+def test_positional_encodings_refuse_integer_inputs_and_offsets_that_are_not_ints():
+    """An integer X got the encodings cast to its dtype, so sin and cos were truncated to 0 (and 1)."""
+    for enc in (PositionalEncoding(4, 0.0, 10), LearnedPositionalEncoding(4, 0.0, 10)):
+        with pytest.raises(ValueError, match=r"floating-point X of shape \(batch, steps, 4\), got \(1, 3, 4\) of "
+                                             r"dtype torch.int64"):
+            enc(torch.ones(1, 3, 4, dtype=torch.long))
+        for offset in (1.5, torch.tensor(2), True):
+            with pytest.raises(ValueError, match="offset .* must be an int"):
+                enc(torch.zeros(1, 3, 4), offset)
+        assert torch.equal(enc(torch.zeros(1, 3, 4), 2), enc(torch.zeros(1, 5, 4))[:, 2:])
+
+
+@pytest.mark.parametrize("k", [float("nan"), float("inf"), "3", None])
+def test_the_shift_matrix_refuses_a_shift_that_is_not_a_finite_number(k):
+    """A NaN shift gave a matrix of NaN."""
+    with pytest.raises(ValueError, match="k .* must be a finite number"):
+        relative_shift_matrix(k, 8)
+
+
+def test_a_bool_number_of_heads_is_named_as_heads():
+    with pytest.raises(ValueError, match="must be a multiple of num_heads, a positive int; got num_heads=True"):
+        MultiHeadAttention(8, True, 0.0)  # was refused as num_kv_heads, which nobody passed
+
+
+@pytest.mark.parametrize("bad", [0, -2, True, 2.0])
+def test_the_head_reshapes_name_a_number_of_heads_that_is_no_count(bad):
+    """0 was a ZeroDivisionError ("integer modulo by zero"), -2 an error about shape [2, 3, -2, -4], True one head."""
+    from attn_utils.multihead import repeat_kv_heads
+
+    X = torch.randn(2, 3, 8)
+    for call in (lambda: split_heads(X, bad), lambda: transpose_qkv(X, bad), lambda: transpose_output(X, bad),
+                 lambda: repeat_kv_heads(X[:, None], bad)):
+        with pytest.raises(ValueError, match=f"num_heads must be a positive integer, got {bad!r}"):
+            call()
+    with pytest.raises(ValueError, match="4 query heads cannot share 0 key/value heads"):
+        repeat_kv_heads(torch.zeros(2, 0, 3, 4), 4)

@@ -269,3 +269,19 @@ def test_modified_bad_input_is_named():
         KneserNeyLM(1, ["a"], discounts=[(0.5, 2.5, 1.5)], modified=True)  # D2 above 2
     with pytest.raises(ValueError, match=r"0 < Dk <= k"):
         KneserNeyLM(1, ["a"], discounts=[(0.0, 1.0, 1.5)], modified=True)
+
+
+def test_an_order_of_true_is_refused_not_read_as_a_unigram_model():
+    """KneserNeyLM(True, ...) was a unigram model (True == 1) until check_positive_int (0fd2c41) refused bools."""
+    for bad in (True, False, 2.0, "3"):
+        with pytest.raises(ValueError, match=rf"order must be a positive integer \(1 = unigram\), got {bad!r}"):
+            KneserNeyLM(bad, ["a", "b"])
+
+
+def test_discounts_that_are_not_numbers_are_named():
+    """Before: a string among the discounts, or a number for the list, failed in Python's words ('<' not
+    supported, object of type 'float' has no len())."""
+    for bad in ([0.5, "x"], 0.5, ["0.5", "0.5"], [True, 0.5]):
+        with pytest.raises(ValueError, match=r"discounts must be 2 numbers in \(0, 1\), one per order"):
+            KneserNeyLM(2, ["a", "b"], discounts=bad)
+    assert KneserNeyLM(2, ["a", "b"], discounts=[0.5, 0.75]).fit([["a", "b"]]).discounts == (0.5, 0.75)

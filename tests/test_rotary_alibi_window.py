@@ -9,7 +9,7 @@ import torch
 
 from attn_utils.alibi import alibi_bias, alibi_slopes
 from attn_utils.masking import causal_mask, sliding_window_mask
-from attn_utils.rotary import apply_rotary
+from attn_utils.rotary import apply_rotary, rotary_cos_sin
 
 
 def test_rotary_equals_complex_multiplication_of_the_pairs():
@@ -97,3 +97,87 @@ def test_alibi_slopes_are_a_geometric_sequence_for_powers_of_two():
         assert s[0].item() == pytest.approx(2 ** (-8 / heads))
         assert torch.allclose(s[1:] / s[:-1], torch.full((heads - 1,), 2 ** (-8 / heads)))
     assert math.isclose(alibi_slopes(1).item(), 2 ** -8)
+
+
+@pytest.mark.parametrize("base", [float("nan"), float("inf"), 0.0, -2.0, True, "10000", None])
+def test_rotary_refuses_a_base_that_is_not_a_positive_finite_number(base):
+    """A NaN base made the rotated features NaN (all but the first pair) without a word."""
+    for call in (lambda: apply_rotary(torch.randn(3, 4), base=base), lambda: rotary_cos_sin(torch.arange(3), 4, base)):
+        with pytest.raises(ValueError, match="base must be a finite number > 0"):
+            call()
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_rotary_refuses_positions_that_are_not_finite(bad):
+    positions = torch.tensor([0.0, bad, 2.0])
+    with pytest.raises(ValueError, match=r"positions must be finite, got \[0.0, (nan|inf|-inf), 2.0\]"):
+        apply_rotary(torch.randn(3, 4), positions)
+    with pytest.raises(ValueError, match="positions must be finite"):
+        rotary_cos_sin(positions, 4)
+
+
+def test_rotary_names_positions_of_no_number_type_and_odd_sizes():
+    with pytest.raises(ValueError, match="positions must be a tensor of integer .* got dtype torch.bool"):
+        apply_rotary(torch.randn(3, 4), torch.tensor([True, False, True]))  # read as positions 1, 0, 1
+    with pytest.raises(ValueError, match="positions must be a tensor of positions"):
+        apply_rotary(torch.randn(3, 4), "0 1 2")
+    with pytest.raises(ValueError, match="must be even"):
+        rotary_cos_sin(torch.arange(3), 5)  # three angles per position for two pairs
+    with pytest.raises(ValueError, match="dim must be a positive integer"):
+        rotary_cos_sin(torch.arange(3), 0)
+
+
+def test_rotary_values_are_unchanged_and_fractional_positions_still_allowed():
+    """The checks add no numeric change: the same bits as the angles computed by hand, as before."""
+    for positions in (torch.arange(7), torch.arange(3, 10), torch.tensor([0.5, 2.25, 1e4])):
+        for dtype in (torch.float32, torch.float64):
+            angles = positions.to(torch.float64)[..., None] * 500.0 ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8)
+            cos, sin = rotary_cos_sin(positions, 8, 500.0, dtype)
+            assert torch.equal(cos, angles.to(dtype).cos()) and torch.equal(sin, angles.to(dtype).sin())
+
+
+def test_rotary_reads_position_values_on_an_accelerator_only_under_strict_checks():
+    from host_syncs import HostSyncs
+    from simulated_accelerator import ACCELERATOR, SimulatedAccelerator
+
+    from attn_utils.checks import strict_checks
+
+    with SimulatedAccelerator():
+        x, bad = torch.randn(3, 4).to(ACCELERATOR), torch.tensor([0.0, float("nan"), 2.0]).to(ACCELERATOR)
+        with HostSyncs() as syncs:
+            apply_rotary(x, bad)  # NaN out, as the attention's NaN rule allows without strict checks
+            apply_rotary(x, torch.arange(3).to(ACCELERATOR))  # integers: nothing to read
+        assert syncs.total == 0
+        with strict_checks(), pytest.raises(ValueError, match="positions must be finite"):
+            apply_rotary(x, bad)
+
+
+def test_sliding_window_mask_refuses_more_queries_than_keys_as_alibi_does():
+    """Its first rows saw no key at all (all False), while alibi_bias refused the same shape."""
+    for call in (lambda: sliding_window_mask(5, 3, 2), lambda: alibi_bias(2, 5, 3)):
+        with pytest.raises(ValueError, match=r"num_queries must be at most num_keys .*num_queries=5 > num_keys=3"):
+            call()
+    assert sliding_window_mask(3, 3, 2).any(dim=-1).all()
+
+
+def test_masks_name_counts_and_flags_of_the_wrong_kind():
+    with pytest.raises(ValueError, match="symmetric must be True or False, got 'no'"):
+        alibi_bias(2, 3, 3, symmetric="no")  # read as True
+    for bad in (-1, 2.5, True):
+        with pytest.raises(ValueError, match="num_queries must be a non-negative integer"):
+            causal_mask(bad, 3)  # -1 failed inside torch.arange, 2.5 and True gave a mask
+    assert causal_mask(0, 3).shape == (0, 3) and causal_mask(3, 2).tolist() == [[False, False], [True, False],
+                                                                                 [True, True]]
+
+
+@pytest.mark.parametrize("lengths, what", [([1.5, 2.0], "whole numbers"), ([float("nan"), 2.0], "whole numbers"),
+                                           ([-1, 2], ">= 0")])
+def test_sequence_mask_refuses_lengths_that_are_no_lengths(lengths, what):
+    """d2l's sequence_mask read 1.5 as 2, NaN and -1 as 0."""
+    from attn_utils.masking import sequence_mask
+
+    with pytest.raises(ValueError, match=f"valid_len must (hold|be) {what}"):
+        sequence_mask(torch.ones(2, 3), torch.tensor(lengths))
+    with pytest.raises(ValueError, match="a tensor valid_len"):
+        sequence_mask(torch.ones(2, 3), [1, 2])
+    assert sequence_mask(torch.ones(2, 3), torch.tensor([5, 2])).tolist() == [[1, 1, 1], [1, 1, 0]]  # as d2l

@@ -131,3 +131,14 @@ def test_bad_inputs_are_named():
         sliding_window_logprobs(model, torch.tensor([3]), 4)
     with pytest.raises(ValueError, match="non-empty list"):
         perplexity(model, [], 4)
+
+
+def test_a_batch_size_of_zero_is_named():
+    """Before: range()'s 'arg 3 must not be zero'; True was a batch of one window."""
+    model = small_lm()
+    stream = torch.arange(12) % 20
+    for bad in (0, True):
+        with pytest.raises(ValueError, match=rf"batch_size must be a positive integer, got {bad!r}"):
+            sliding_window_logprobs(model, stream, 4, batch_size=bad)
+        with pytest.raises(ValueError, match=rf"batch_size must be a positive integer, got {bad!r}"):
+            predict_hidden_tokens(model, stream, 4, mask_id=1, batch_size=bad)

@@ -243,3 +243,116 @@ def test_a_huge_learning_rate_stops_with_a_clear_error(grammar):
     with pytest.raises(RuntimeError, match=r"training diverged: the loss rose from .* lower the learning rate "
                                            r"\(got lr=1000\)"):
         train_seq2seq(model, grammar, lr=1e3, max_steps=60, batch_size=32, eval_points=0, progress=False)
+
+
+# --- bad inputs to train_seq2seq and save_checkpoint (issue 37) --------------------------------------------------
+
+
+@pytest.mark.parametrize("side", ["source", "target"])
+def test_a_model_built_for_a_smaller_vocabulary_is_refused_before_training(grammar, side, capsys):
+    """Before: an IndexError from inside nn.Embedding or the loss (a device-side assert on a GPU), at the first
+    batch that held a token past the model's vocabulary, possibly many steps into training."""
+    V_src, V_tgt = len(grammar.src_vocab), len(grammar.tgt_vocab)
+    sizes = (V_src - 1, V_tgt) if side == "source" else (V_src, V_tgt - 1)
+    model = make_seq2seq(*sizes, 8, 8, 1)
+    before = [p.detach().clone() for p in model.parameters()]
+    size = sizes[0] if side == "source" else sizes[1]
+    needed = V_src if side == "source" else V_tgt
+    key = "src_vocab_size" if side == "source" else "tgt_vocab_size"
+    with pytest.raises(ValueError, match=rf"the model was built for a {side} vocabulary of {size} tokens "
+                                         rf"\(model.config\['{key}'\]\), but the data's {side} vocabulary has "
+                                         rf"{needed} \(grammar: .*len\(data.src_vocab\) and len\(data.tgt_vocab\)"):
+        train_seq2seq(model, grammar, max_steps=2, batch_size=8, eval_points=0)
+    assert capsys.readouterr().out == ""  # not even the budget line: nothing ran
+    assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before))
+
+
+def test_a_model_without_a_config_is_checked_by_its_embeddings_and_logits(grammar):
+    V_src, V_tgt = len(grammar.src_vocab), len(grammar.tgt_vocab)
+    small = make_seq2seq(V_src, V_tgt - 1, 8, 8, 1)
+    small.config = {}  # a hand-built model: only its layers say what it was built for
+    with pytest.raises(ValueError, match=rf"target vocabulary of {V_tgt - 1} tokens \(model.decoder.embedding\)"):
+        train_seq2seq(small, grammar, max_steps=2, batch_size=8, eval_points=0, progress=False)
+    narrow = make_seq2seq(V_src, V_tgt, 8, 8, 1)
+    narrow.config = {}
+    narrow.decoder.dense = torch.nn.Linear(8, V_tgt - 1)  # an output layer one token short
+    with pytest.raises(ValueError, match=rf"logits \(batch, steps, vocab\) over at least the data's {V_tgt} target "
+                                         rf"tokens, got shape \(\d+, \d+, {V_tgt - 1}\)"):
+        train_seq2seq(narrow, grammar, max_steps=2, batch_size=8, eval_points=0, progress=False)
+    larger = make_seq2seq(V_src + 5, V_tgt + 5, 8, 8, 1)  # room to spare is fine
+    assert len(train_seq2seq(larger, grammar, max_steps=1, batch_size=8, eval_points=0, progress=False).steps) == 1
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"max_steps": 2, "clip": 0}, r"clip must be a positive gradient norm, or None for no clipping, got 0 \(use None"),
+    ({"max_steps": 2, "clip": -1.0}, "clip must be a positive gradient norm"),
+    ({"max_steps": 2, "clip": float("nan")}, "clip must be a positive gradient norm, or None for no clipping, got nan"),
+    ({"time_budget": True}, "time_budget must be a positive number of seconds, got True"),
+    ({"time_budget": float("inf")}, "a run needs a finite bound: time_budget=inf with max_steps=None"),
+    ({"max_steps": 2, "batch_size": 0}, "batch_size must be a positive integer, got 0"),
+    ({"max_steps": 2, "batch_size": True}, "batch_size must be a positive integer, got True"),
+    ({"max_steps": 2, "label_smoothing": 1.5}, r"label_smoothing must be a number in \[0, 1\], got 1.5"),
+    ({"max_steps": 2, "eval_points": 2, "eval_split": "dev"}, r"split must be one of \('train', 'val', 'test'\)"),
+])
+def test_train_seq2seq_names_bad_settings_before_training(grammar, kwargs, message, capsys):
+    """Before: clip=0 trained without clipping, -1 and NaN trained on flipped or NaN gradients (NaN blamed the
+    learning rate), time_budget=True trained for a second, inf never returned, batch_size=0 and a bad eval_split
+    failed only once training had started."""
+    model = make_seq2seq(len(grammar.src_vocab), len(grammar.tgt_vocab), 8, 8, 1)
+    with pytest.raises(ValueError, match=message):
+        train_seq2seq(model, grammar, **{"eval_points": 0, **kwargs})
+    assert "steps" not in capsys.readouterr().out  # refused before the budget line
+
+
+def test_an_empty_validation_split_is_named_before_training(grammar):
+    no_val = replace(grammar, split=replace(grammar.split, val=[]), _cache={})
+    model = make_seq2seq(len(grammar.src_vocab), len(grammar.tgt_vocab), 8, 8, 1)
+    with pytest.raises(ValueError, match=r"eval_split 'val' is empty \(grammar: train 256, val 0, .*pass "
+                                         r"eval_points=0"):
+        train_seq2seq(model, no_val, max_steps=2, batch_size=8, eval_points=2, progress=False)
+    assert len(train_seq2seq(model, no_val, max_steps=1, batch_size=8, eval_points=0, progress=False).steps) == 1
+
+
+def test_a_checkpoint_into_a_missing_folder_creates_it(tmp_path):
+    """Before: FileNotFoundError naming a temporary file ('.model.pt.abc123.tmp') the reader never asked for."""
+    model = _small_model()
+    path = tmp_path / "runs" / "chapter4" / "model.pt"
+    save_checkpoint(path, model)
+    restored, _ = load_checkpoint(path)
+    assert all(torch.equal(a, b) for a, b in zip(restored.state_dict().values(), model.state_dict().values()))
+    assert sorted(p.name for p in path.parent.iterdir()) == ["model.pt"]  # no temporary file left behind
+
+
+def test_a_checkpoint_path_that_is_a_folder_or_under_a_file_is_named(tmp_path):
+    model = _small_model()
+    with pytest.raises(ValueError, match=rf"cannot save to {tmp_path}: it is a folder; give a file name"):
+        save_checkpoint(tmp_path, model)
+    (tmp_path / "notes.txt").write_text("a file")
+    with pytest.raises(ValueError, match=r"cannot save to .*notes.txt/model.pt: .*notes.txt is a file, not a folder"):
+        save_checkpoint(tmp_path / "notes.txt" / "model.pt", model)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_save_checkpoint_names_arguments_of_the_wrong_kind(tmp_path):
+    model = _small_model()
+    with pytest.raises(ValueError, match="model must be a torch.nn.Module, got OrderedDict"):
+        save_checkpoint(tmp_path / "m.pt", model.state_dict())
+    with pytest.raises(ValueError, match="history must be the History that fit or a trainer returned, or None, "
+                                         "got dict"):
+        save_checkpoint(tmp_path / "m.pt", model, {"loss": [1.0]})
+    with pytest.raises(ValueError, match="extra must be a dict of JSON-able values, or None, got list"):
+        save_checkpoint(tmp_path / "m.pt", model, None, ["note"])
+    assert not any(tmp_path.iterdir())
+
+
+def test_translating_an_empty_split_or_with_no_batch_is_named(grammar):
+    """Before: BLEU of an empty split failed in corpus_bleu's words ('needs at least one hypothesis'), naming no
+    split; translate(batch_size=0) failed in range()'s."""
+    from attn_utils.evaluate import evaluate_bleu, translate
+
+    model = make_seq2seq(len(grammar.src_vocab), len(grammar.tgt_vocab), 8, 8, 1)
+    no_test = replace(grammar, split=replace(grammar.split, test=[]), _cache={})
+    with pytest.raises(ValueError, match=r"the 'test' split is empty \(grammar: train 256, val 250, test 0"):
+        evaluate_bleu(model, no_test, "test")
+    with pytest.raises(ValueError, match="batch_size must be a positive integer, got 0"):
+        translate(model, ["a cat sleeps ."], grammar, batch_size=0)

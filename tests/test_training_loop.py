@@ -194,7 +194,7 @@ def test_fit_prints_the_budget(capsys, monkeypatch):
 
 def test_a_non_finite_loss_stops_before_the_weights_change():
     model = _Scalar(1.0)
-    with pytest.raises(FloatingPointError, match="the loss became nan at step 0; try a smaller lr"):
+    with pytest.raises(FloatingPointError, match="the loss was nan at step 0, before any update"):
         fit(model, lambda m, s: m.w * float("nan"), max_steps=3, lr=0.1, progress=False)
     assert model.w.item() == 1.0
 
@@ -269,3 +269,108 @@ def test_an_exhausted_batch_source_is_an_error_not_a_hang():
         fit(_Scalar(1.0), step_loss, max_steps=5, lr=0.01, progress=False)
     with pytest.raises(ValueError, match="ran out of batches at step 0"):
         fit(_Scalar(1.0), lambda m, s: next(iter([])), max_steps=5, lr=0.01, progress=False)
+
+
+# --- bad settings and bad losses (issue 37) -----------------------------------------------------------------------
+
+
+def _square(m, s):
+    return (m.w - 3.0) ** 2
+
+
+@pytest.mark.parametrize("clip, message", [
+    (0, r"clip must be a positive gradient norm, or None for no clipping, got 0 \(use None for no clipping\)"),
+    (0.0, r"got 0.0 \(use None for no clipping\)"),
+    (-1.0, "clip must be a positive gradient norm, or None for no clipping, got -1.0"),
+    (float("nan"), "clip must be a positive gradient norm, or None for no clipping, got nan"),
+    (True, "clip must be a positive gradient norm, or None for no clipping, got True"),
+    ("1", "clip must be a positive gradient norm, or None for no clipping, got '1'"),
+])
+def test_clip_is_a_positive_norm_or_none(clip, message):
+    """Before: 0 silently meant no clipping, -1 flipped every gradient (the loss rose), NaN poisoned the weights
+    and the error blamed the learning rate, True clipped at norm 1."""
+    model = _Scalar(0.0)
+    with pytest.raises(ValueError, match=message):
+        fit(model, _square, max_steps=2, lr=0.1, optimizer="sgd", clip=clip, progress=False)
+    assert model.w.item() == 0.0  # refused before any step
+
+
+def test_no_clipping_is_clip_none_or_inf_not_zero():
+    """The gradient of (w - 3)^2 at 0 is -6; one SGD step of lr 0.1 moves w to 0.6 unless clipped (to 0.1 at
+    norm 1). None and inf do not clip; 0, which used to mean the same, is refused with a pointer to None."""
+    for clip, moved in ((None, 0.6), (float("inf"), 0.6), (1.0, 0.1)):
+        model = _Scalar(0.0)
+        fit(model, _square, max_steps=1, lr=0.1, optimizer="sgd", schedule="constant", clip=clip, progress=False)
+        assert model.w.item() == pytest.approx(moved)
+    with pytest.raises(ValueError, match=r"use None for no clipping"):
+        fit(_Scalar(0.0), _square, max_steps=1, lr=0.1, optimizer="sgd", clip=0, progress=False)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"time_budget": True}, "time_budget must be a positive number of seconds, got True"),
+    ({"time_budget": float("inf")}, r"a run needs a finite bound: time_budget=inf with max_steps=None never ends"),
+    ({"max_steps": 2, "lr": float("nan")}, "lr must be a finite number >= 0, got nan"),
+    ({"max_steps": 2, "lr": True}, "lr must be a finite number >= 0, got True"),
+    ({"max_steps": 2, "lr": float("inf")}, "lr must be a finite number >= 0, got inf"),
+    ({"max_steps": 2, "warmup": -5}, "warmup must be a non-negative integer, got -5"),
+    ({"max_steps": 2, "warmup": 2.5}, "warmup must be a non-negative integer, got 2.5"),
+    ({"max_steps": 2, "eval_points": -1, "evaluate": lambda m: {}}, "eval_points must be a non-negative integer"),
+    ({"max_steps": 2, "eval_points": True, "evaluate": lambda m: {}}, "eval_points must be a non-negative integer"),
+])
+def test_budgets_and_settings_that_cannot_work_are_named(kwargs, message):
+    """Before: time_budget=True trained for one second, an infinite time budget alone never returned, a NaN lr
+    failed in torch's words, a negative warm-up was silently none and eval_points=-1 silently 'at the end'."""
+    with pytest.raises(ValueError, match=message):
+        fit(_Scalar(0.0), _square, progress=False, **kwargs)
+
+
+def test_an_infinite_time_budget_needs_a_step_budget():
+    """With max_steps, time_budget=inf is no bound at all and the steps run; alone it is refused (it used to
+    train for ever). A budget of True seconds is refused with it (it used to train for one second)."""
+    history = fit(_Scalar(0.0), _square, max_steps=3, time_budget=float("inf"), lr=0.1, progress=False)
+    assert history.steps == [1, 2, 3]
+    with pytest.raises(ValueError, match="time_budget must be a positive number of seconds, got True"):
+        fit(_Scalar(0.0), _square, max_steps=3, time_budget=True, lr=0.1, progress=False)
+
+
+def test_a_model_or_step_loss_of_the_wrong_kind_is_named():
+    with pytest.raises(ValueError, match="model must be a torch.nn.Module, got function"):
+        fit(lambda x: x, _square, max_steps=1, progress=False)
+    with pytest.raises(ValueError, match=r"step_loss must be a function \(model, step\) -> loss, got Tensor"):
+        fit(_Scalar(0.0), torch.tensor(1.0), max_steps=1, progress=False)
+
+
+@pytest.mark.parametrize("step_loss, message", [
+    (lambda m, s: (m.w - torch.arange(3.0)) ** 2,
+     r"step_loss must return a scalar loss \(a floating-point tensor holding one number\), got shape \(3,\)"),
+    (lambda m, s: torch.zeros(0, dtype=torch.float64) + m.w, r"scalar loss .* got shape \(0,\)"),
+    (lambda m, s: (m.w - 3.0).detach() ** 2, r"must return a loss computed from the model's parameters "
+                                              r"\(requires_grad=True\), got a tensor without grad at step 0"),
+    (lambda m, s: torch.tensor(4), r"scalar loss .* dtype torch.int64"),
+    (lambda m, s: (m.w * (1 + 1j)).abs() * 0 + m.w * (1 + 1j), r"scalar loss .* dtype torch.complex128"),
+])
+def test_a_loss_that_is_not_one_number_with_a_gradient_is_named(step_loss, message):
+    """Before: torch's own words from .item() or backward() ('a Tensor with 3 elements cannot be converted to
+    Scalar', 'element 0 of tensors does not require grad')."""
+    model = _Scalar(0.0)
+    with pytest.raises(ValueError, match=message):
+        fit(model, step_loss, max_steps=2, lr=0.1, progress=False)
+    assert model.w.item() == 0.0
+
+
+def test_recorded_values_that_are_not_numbers_are_named():
+    with pytest.raises(ValueError, match=r"step_loss's value 'loss' must be a number .* got Tensor shape \(2,\)"):
+        fit(_Scalar(0.0), lambda m, s: (m.w ** 2, {"loss": torch.ones(2)}), max_steps=1, progress=False)
+    with pytest.raises(ValueError, match=r"step_loss's value 'tokens' must be a number .* got str 'many' at step 0"):
+        fit(_Scalar(0.0), lambda m, s: (m.w ** 2, {"tokens": "many"}), max_steps=1, progress=False)
+    with pytest.raises(ValueError, match=r"evaluate must return a dict \{name: number\}, got float"):
+        fit(_Scalar(0.0), _square, max_steps=2, evaluate=lambda m: 0.5, eval_every=1, progress=False)
+
+
+def test_a_non_finite_first_loss_does_not_blame_the_learning_rate():
+    """At step 0 nothing has been updated yet: a NaN comes from the model or the data, not from lr."""
+    with pytest.raises(FloatingPointError, match=r"the loss was nan at step 0, before any update: .*the learning "
+                                                 r"rate has not acted yet"):
+        fit(_Scalar(1.0), lambda m, s: m.w * float("nan"), max_steps=3, lr=0.1, progress=False)
+    with pytest.raises(FloatingPointError, match=r"the loss became nan at step 1; try a smaller lr \(got 0.1\)"):
+        fit(_Scalar(1.0), lambda m, s: m.w * (float("nan") if s == 1 else 1.0), max_steps=3, lr=0.1, progress=False)

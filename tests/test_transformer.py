@@ -262,3 +262,51 @@ def test_ffn_activation_choice():
     assert not torch.allclose(relu(X), gelu(X))
     with pytest.raises(ValueError, match="activation must be one of"):
         PositionWiseFFN(FFN, D, activation="tanh")
+
+
+# --- dropout rates and sizes: refused where the layer is built -----------------------------------------------------
+
+def _layers_with_dropout(p):
+    from attn_utils import CausalLanguageModel, MaskedLanguageModel
+    from attn_utils.attention import AdditiveAttention, DotProductAttention
+    from attn_utils.multihead import MultiHeadAttention
+    from attn_utils.positional import LearnedPositionalEncoding, PositionalEncoding
+
+    return {
+        "MultiHeadAttention": lambda: MultiHeadAttention(8, 2, p),
+        "DotProductAttention": lambda: DotProductAttention(p),
+        "AdditiveAttention (a ScoredAttention)": lambda: AdditiveAttention(8, p),
+        "AddNorm": lambda: AddNorm(8, p),
+        "TransformerEncoderBlock": lambda: TransformerEncoderBlock(8, 16, 2, p),
+        "TransformerDecoderBlock": lambda: TransformerDecoderBlock(8, 16, 2, p),
+        "TransformerEncoder": lambda: TransformerEncoder(10, 8, 16, 2, 1, p),
+        "CausalLanguageModel": lambda: CausalLanguageModel(10, 8, 16, 2, 1, p),
+        "MaskedLanguageModel": lambda: MaskedLanguageModel(10, 8, 16, 2, 1, p),
+        "make_transformer": lambda: make_transformer(10, 10, 8, 16, 2, 1, dropout=p),
+        "PositionalEncoding": lambda: PositionalEncoding(8, p),
+        "LearnedPositionalEncoding": lambda: LearnedPositionalEncoding(8, p),
+    }
+
+
+@pytest.mark.parametrize("bad", [float("nan"), 1.0, 1.5, -0.1, float("inf"), True, "0.1", None])
+def test_a_dropout_rate_outside_0_1_is_refused_by_every_layer(bad):
+    """nn.Dropout took NaN (every activation NaN in training), 1 (every one zero) and True (read as 1)."""
+    for name, make in _layers_with_dropout(bad).items():
+        with pytest.raises(ValueError, match=r"dropout must be a number in \[0, 1\), got"):
+            make()
+            pytest.fail(f"{name} took dropout={bad!r}")
+
+
+def test_dropout_rates_in_0_1_are_kept_as_given():
+    for p in (0, 0.0, 0.3, 0.999):
+        for name, make in _layers_with_dropout(p).items():
+            rates = {m.p for m in make().modules() if isinstance(m, nn.Dropout)}
+            assert rates == {p}, name
+
+
+@pytest.mark.parametrize("sizes, name", [((0, 8), "ffn_num_hiddens"), ((16, 0), "ffn_num_outputs"),
+                                         ((16, 8, 0), "ffn_num_inputs"), ((16, True), "ffn_num_outputs")])
+def test_the_ffn_names_a_size_that_is_not_positive(sizes, name):
+    """nn.Linear(8, 0) built an FFN that outputs its bias alone; ffn_num_inputs=0 fell back to the outputs."""
+    with pytest.raises(ValueError, match=f"{name} must be a positive integer"):
+        PositionWiseFFN(*sizes)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..checks import check_positive_int
 from .dates import generate_dates
 from .grammar import generate_grammar
 from .paths import repository_data_dir
@@ -46,6 +47,8 @@ def _spec(name: str) -> BundledCorpus:
 def bundled_text(name: str, num_examples: int | None = None, seed: int | None = None) -> str:
     """The snapshot's text, generated now (``num_examples``/``seed`` default to the snapshot's)."""
     spec = _spec(name)
+    if num_examples is not None:
+        check_positive_int("num_examples", num_examples, hint="or None (the snapshot's size)")
     examples = spec.generate(spec.num_examples if num_examples is None else num_examples,
                              spec.seed if seed is None else seed)
     return "".join(f"{' '.join(en)}\t{' '.join(fr)}\t{format_alignment(links)}\n" for en, fr, links in examples)
@@ -55,6 +58,8 @@ def load_bundled(name: str, num_examples: int | None = None, seed: int | None = 
     """A bundled corpus with its alignments: the committed snapshot when it is there and the
     defaults are asked for, otherwise generated (identically) in memory."""
     spec = _spec(name)
+    if num_examples is not None:  # before the snapshot test below, where True would equal 1
+        check_positive_int("num_examples", num_examples, hint="or None (the snapshot's size)")
     data_dir = repository_data_dir()
     default = num_examples in (None, spec.num_examples) and seed in (None, spec.seed)
     if default and data_dir is not None and (data_dir / spec.filename).is_file():

@@ -14,6 +14,8 @@ import datetime
 import random
 import re
 
+from ..checks import check_non_negative_int
+
 MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september",
           "october", "november", "december"]
 MONTHS_SHORT = [m[:3] for m in MONTHS]
@@ -70,6 +72,7 @@ def tokenize_date(text: str) -> list[str]:
 
 def generate_dates(num_examples: int = 5000, seed: int = 0):
     """``num_examples`` random dates, each in a random format, the same for the same seed."""
+    check_non_negative_int("num_examples", num_examples)
     rng = random.Random(seed)
     span = (LAST_DAY - FIRST_DAY).days + 1
     names = list(DATE_FORMATS)

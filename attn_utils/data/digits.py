@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from ..canvas import DIGIT, MARGIN, REGION
-from ..checks import check_positive_int
+from ..checks import check_non_negative_int, check_positive_int
 
 SPLITS = {"train": (0.0, 0.6), "val": (0.6, 0.8), "test": (0.8, 1.0)}  # fractions of the 1,797 digits
 
@@ -53,9 +53,10 @@ def canvas_layout(num: int, seed: int, grid: int = 3, split: str = "train", dist
     missing its top, bottom, left or right side) and ``evidence`` ``(num,)``, the framed region.
     """
     check_positive_int("num", num)
-    if not isinstance(grid, int) or grid < 2:
+    if isinstance(grid, bool) or not isinstance(grid, int) or grid < 2:
         raise ValueError(f"grid must be an int >= 2 (at least 4 regions to choose from), got {grid!r}")
     regions = grid * grid
+    check_non_negative_int("distractors", distractors)
     if not 0 <= distractors <= regions - 1:
         raise ValueError(f"distractors must lie in [0, {regions - 1}] for a {grid}x{grid} grid, got {distractors}")
     pool = digit_split(split)

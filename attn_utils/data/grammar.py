@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import random
 
+from ..checks import check_non_negative_int
+
 # noun: (English singular, English plural, French singular, French plural, gender)
 NOUNS = [
     ("cat", "cats", "chat", "chats", "m"), ("dog", "dogs", "chien", "chiens", "m"),
@@ -152,6 +154,7 @@ def grammar_example(rng: random.Random) -> tuple[list[str], list[str], list[tupl
 
 def generate_grammar(num_examples: int = 2500, seed: int = 0):
     """``num_examples`` pairs with distinct English sentences, the same for the same seed."""
+    check_non_negative_int("num_examples", num_examples)
     rng = random.Random(seed)
     seen, examples = set(), []
     attempts = 0

@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 import torch
 
+from ..checks import check_non_negative_int
 from .vocab import PAD, Vocab
 
 RELATION_TYPES = (
@@ -252,13 +253,15 @@ def make_relation_corpus(num_train: int = 3000, num_val: int = 500, num_test: in
     ``filler`` > 0 adds that many neutral phrases at each end (longer sentences, same task).
     The same ``seed`` always gives the same corpus.
     """
+    for name, value in (("num_train", num_train), ("num_val", num_val), ("num_test", num_test)):
+        check_non_negative_int(name, value)
     if min(num_train, num_val, num_test) < 0 or num_train + num_val + num_test == 0:
         raise ValueError(f"split sizes must be non-negative and not all 0, got {num_train}, {num_val}, {num_test}")
     if not 0.0 <= distractor_prob <= 1.0:
         raise ValueError(f"distractor_prob must lie in [0, 1], got {distractor_prob}")
     if not 0.0 <= rare_prob <= 1.0:
         raise ValueError(f"rare_prob must lie in [0, 1], got {rare_prob}")
-    if distractors not in (1, 2, 3):
+    if isinstance(distractors, bool) or distractors not in (1, 2, 3):
         raise ValueError(f"distractors must be 1, 2 or 3 (one per place), got {distractors}")
     rng = random.Random(seed)
     total = num_train + num_val + num_test

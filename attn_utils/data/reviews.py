@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..checks import check_non_negative_int
 from .vocab import PAD, Vocab
 
 REVIEW_CLASSES = ("negative", "positive")
@@ -155,6 +156,8 @@ def make_reviews(num: int, seed: int = 0, min_sentences: int = 4, max_sentences:
     ``RARE_NEGATIVE_WORDS`` with probability ``rare_prob``, else from ``POSITIVE_WORDS`` or
     ``NEGATIVE_WORDS``. The label is ``positive XOR negated`` for the verdict's opinion word.
     """
+    for name, value in (("num", num), ("min_sentences", min_sentences), ("max_sentences", max_sentences)):
+        check_non_negative_int(name, value)
     if num < 0 or not 1 <= min_sentences <= max_sentences or not 0.0 <= distractor_rate <= 1.0 \
             or not 0.0 <= rare_prob <= 1.0:
         raise ValueError(f"expected num >= 0, 1 <= min_sentences <= max_sentences, 0 <= distractor_rate <= 1 "
@@ -259,6 +262,8 @@ def make_review_data(num_train: int = 3000, num_val: int = 500, num_test: int = 
                      **generator_options) -> ReviewData:
     """Reviews from :func:`make_reviews` (one stream, cut into three splits), padded to 8 sentences of 12
     words (more if ``max_sentences`` asks), with a vocabulary built from the training split."""
+    for name, value in (("num_train", num_train), ("num_val", num_val), ("num_test", num_test)):
+        check_non_negative_int(name, value)  # a negative split would cut the others wrongly
     reviews = make_reviews(num_train + num_val + num_test, seed=seed, **generator_options)
     vocab = review_vocab(reviews[:num_train])
     max_sentences = max(8, generator_options.get("max_sentences", 8))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from ..checks import check_non_negative_int
+from ..checks import check_non_negative_int, check_positive_int
 from .text import ParallelCorpus
 
 
@@ -57,6 +57,8 @@ def split_by_source(corpus: ParallelCorpus, num_val: int, num_test: int, num_tra
     """
     for name, value in (("num_val", num_val), ("num_test", num_test)):
         check_non_negative_int(name, value)
+    if max_eval_len is not None:
+        check_positive_int("max_eval_len", max_eval_len, hint="(tokens) or None (any length)")
     groups: dict[str, list[int]] = {}
     for i, tokens in enumerate(corpus.src):
         groups.setdefault(" ".join(tokens), []).append(i)
@@ -74,7 +76,7 @@ def split_by_source(corpus: ParallelCorpus, num_val: int, num_test: int, num_tra
     val, eligible = _take(eligible, num_val, "validation")
     train = sorted(i for group in eligible + others for i in group)
     if num_train is not None:
-        if not isinstance(num_train, int) or not 0 <= num_train <= len(train):
+        if isinstance(num_train, bool) or not isinstance(num_train, int) or not 0 <= num_train <= len(train):
             raise ValueError(f"num_train must be an int in 0..{len(train)} (the pairs left for training), "
                              f"got {num_train!r}")
         rng.shuffle(train)  # then take the first num_train: a seeded sample

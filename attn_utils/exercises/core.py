@@ -79,7 +79,7 @@ class Case:
 
     def tolerance(self, got: torch.Tensor, device: torch.device) -> dict:
         """``{"atol", "rtol"}`` for comparing ``got``, computed on ``device``, with the expected result."""
-        dtypes = (got.dtype, self.expected.dtype)
+        dtypes = tuple(_REAL_OF_COMPLEX.get(d, d) for d in (got.dtype, self.expected.dtype))
         if not any(d.is_floating_point for d in dtypes):
             policy = {"atol": 0.0, "rtol": 0.0}  # integers: exact
         else:
@@ -101,6 +101,8 @@ class CheckResult:
     cases_total: int
     message: str
     not_implemented: bool = False
+    #: what passed but deserves a word, e.g. a float64 result where the cases expect float32 (also in ``message``)
+    notes: tuple[str, ...] = ()
 
     @property
     def score(self) -> float:
@@ -142,8 +144,75 @@ def _show(x) -> str:
     return f"{x!r} (a {type(x).__name__}, not a tensor)"
 
 
+_REAL_OF_COMPLEX = {torch.complex32: torch.float16, torch.complex64: torch.float32, torch.complex128: torch.float64}
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def _kind(dtype: torch.dtype) -> str:
+    """``'bool'``, ``'complex'``, ``'floating-point'`` or ``'integer'``: what a result's numbers are."""
+    if dtype == torch.bool:
+        return "bool"
+    if dtype.is_complex:
+        return "complex"
+    return "floating-point" if dtype.is_floating_point else "integer"
+
+
+_KIND_ADVICE = {
+    ("floating-point", "integer"): "integers where real numbers are expected (a one-hot or rounded result instead "
+                                   "of probabilities or averages? compute in the inputs' dtype)",
+    ("integer", "floating-point"): "indices and counts are integers: return an integer tensor (argmax and "
+                                   "torch.arange give int64; convert with .long())",
+    ("floating-point", "complex"): "a complex result where real numbers are expected: its imaginary part would be "
+                                   "dropped, not checked (take .real only if the imaginary part is 0 by construction)",
+    ("integer", "complex"): "a complex result where integers are expected",
+}
+
+
+def _dtype_problem(got: torch.Tensor, want: torch.Tensor) -> str | None:
+    """Why ``got``'s dtype cannot stand for ``want``'s, or None: another kind of number (integer,
+    floating-point, complex, bool), or a floating-point dtype less precise than the expected one (a
+    float16 result where the cases expect float32 has lost digits the check would then forgive). A
+    more precise dtype, or another width of integer, is not a problem here (see ``dtype_note``)."""
+    got_kind, want_kind = _kind(got.dtype), _kind(want.dtype)
+    if got_kind != want_kind:
+        advice = _KIND_ADVICE.get((want_kind, got_kind), f"{want_kind} numbers are expected")
+        return (f"expected dtype {_dtype_name(want.dtype)} ({want_kind}), got {_dtype_name(got.dtype)} ({got_kind}): "
+                f"{advice}; got {_show(got)}")
+    if got_kind in ("floating-point", "complex"):
+        got_real, want_real = (_REAL_OF_COMPLEX.get(d, d) for d in (got.dtype, want.dtype))
+        if torch.finfo(got_real).eps > torch.finfo(want_real).eps:
+            return (f"expected dtype {_dtype_name(want.dtype)}, got {_dtype_name(got.dtype)}, which holds fewer "
+                    f"digits: the function converted to a lower precision (.half(), .to(torch.bfloat16)?); "
+                    f"compute and return the result in {_dtype_name(want.dtype)}")
+    return None
+
+
+def dtype_note(got, case: Case) -> str | None:
+    """A note for a result that passed in another dtype of the same kind than the case expects (float64
+    for float32, int32 for int64), or None. Such a result is right within the expected dtype's
+    tolerance, so it passes; the note says so, because the dtype will matter where the result meets
+    the rest of the model (float32 weights refuse a float64 input)."""
+    if not isinstance(got, torch.Tensor) or got.dtype == case.expected.dtype:
+        return None
+    where = " (a float64 tensor often comes from NumPy or from dtype=torch.float64)" \
+        if got.dtype == torch.float64 else ""
+    return (f"case {case.name!r} returned {_dtype_name(got.dtype)} where the cases expect "
+            f"{_dtype_name(case.expected.dtype)}; the values are right, so it passes, but the result should "
+            f"keep the inputs' dtype{where}: convert with .to(an_input.dtype)")
+
+
 def compare(got, case: Case, device: torch.device) -> str | None:
-    """None if ``got`` matches the case, else a sentence saying how it differs."""
+    """None if ``got`` matches the case, else a sentence saying how it differs.
+
+    In order: a tensor, on the inputs' device, of the expected shape, of the expected kind of number
+    (bool, integer, floating-point or complex: an int64 one-hot is no probability distribution, a complex
+    result is not compared on its real part alone) and not less precise than expected (float16 for
+    float32); then the values, within the policy's tolerance. A more precise result (float64 for
+    float32) passes, with a note (``dtype_note``): its values are right, and refusing it would fail a
+    correct formula for a dtype the exercise never asked about."""
     want = case.expected
     if not isinstance(got, torch.Tensor):
         return f"expected a tensor, got {_show(got)}"
@@ -159,7 +228,11 @@ def compare(got, case: Case, device: torch.device) -> str | None:
         if differ:
             return f"expected {_show(want)}, got {_show(got)} ({differ} entries differ)"
         return None
-    g, w = got.detach().cpu().double(), want.detach().cpu().double()
+    problem = _dtype_problem(got, want)
+    if problem:
+        return problem
+    wide = torch.complex128 if want.is_complex() else torch.float64  # compare in full precision
+    g, w = got.detach().cpu().to(wide), want.detach().cpu().to(wide)
     if torch.isnan(g).any() and not torch.isnan(w).any():
         return f"expected {_show(want)}, got NaN in {_show(got)}"
     tol = case.tolerance(got, device)
@@ -264,13 +337,19 @@ def run_cases(label: str, fn: Callable, device=None, timeout: float | None = DEF
 
     Never raises for a wrong or missing answer; raises ValueError for an unknown label or a non-function.
     """
-    if label not in REGISTRY:
+    if not isinstance(label, str) or label not in REGISTRY:
         raise ValueError(f"no checker for exercise {label!r}; known exercises: {', '.join(labels())}")
     if not callable(fn):
         raise ValueError(f"pass the function itself (not its result) to the checker; got {type(fn).__name__}")
-    if timeout is not None and not timeout > 0:
-        raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
-    device = torch.device("cpu" if device is None else device)
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                or not timeout > 0):  # NaN fails timeout > 0
+        raise ValueError(f"timeout must be a positive number of seconds, or None or inf for no limit, got {timeout!r}")
+    if timeout is not None and timeout >= threading.TIMEOUT_MAX:  # inf: no limit (join() cannot wait that long)
+        timeout = None
+    try:
+        device = torch.device("cpu" if device is None else device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device must be a torch.device or a name such as 'cpu' or 'cuda', got {device!r}") from err
     # TF32 off while the cases are built, run and compared: the check is of the reader's formula, so
     # float32 means float32 on every device, and a correct answer's tolerance is the CPU's.
     with full_float32():
@@ -281,6 +360,7 @@ def _run_cases(label: str, fn: Callable, device: torch.device, timeout: float | 
     """``run_cases`` once its arguments are checked."""
     cases = REGISTRY[label](device)
     failures: list[tuple[str, str]] = []  # (case name, what went wrong)
+    notes: list[str] = []  # cases that passed in another dtype of the same kind
     for index, case in enumerate(cases):
         # the expected result may be a view of an input: keep a copy of its own
         if isinstance(case.expected, torch.Tensor):
@@ -317,11 +397,22 @@ def _run_cases(label: str, fn: Callable, device: torch.device, timeout: float | 
         problem = compare(got, case, device)
         if problem:
             failures.append((case.name, problem))
+        elif (note := dtype_note(got, case)) is not None:
+            notes.append(note)
     passed = len(cases) - len(failures)
     if failures:
         name, problem = failures[0]
         message = f"{label}: {passed} of {len(cases)} cases pass. Case {name!r} failed: {problem}"
         if len(failures) > 1:
             message += "\nAlso failing: " + "; ".join(repr(n) for n, _ in failures[1:])
-        return CheckResult(label, False, passed, len(cases), message)
-    return CheckResult(label, True, passed, len(cases), f"{label}: all {len(cases)} cases pass on {device.type}.")
+        return CheckResult(label, False, passed, len(cases), message + _notes_text(notes), notes=tuple(notes))
+    message = f"{label}: all {len(cases)} cases pass on {device.type}." + _notes_text(notes)
+    return CheckResult(label, True, passed, len(cases), message, notes=tuple(notes))
+
+
+def _notes_text(notes: list[str]) -> str:
+    """The first note, and how many more cases it applies to, on a line of its own ('' without notes)."""
+    if not notes:
+        return ""
+    more = f" (and {len(notes) - 1} more case{'s' if len(notes) > 2 else ''} alike)" if len(notes) > 1 else ""
+    return f"\nNote: {notes[0]}{more}"
