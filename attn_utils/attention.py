@@ -43,7 +43,6 @@ the decoders of chapters 5 and 6 build theirs, so that their own initialisation 
 from __future__ import annotations
 
 import math
-import numbers
 
 import torch
 from torch import nn
@@ -56,6 +55,7 @@ from .checks import (
     check_probability,
     check_weights_dtype,
     checks_read_values,
+    is_finite_number,
 )
 from .masking import LOW_PRECISION_DTYPES, make_mask, masked_softmax, masked_softmax_visible, with_causal
 from .scoring import (
@@ -123,7 +123,7 @@ def check_scale(scale, name: str = "scale", none_means: str | None = "1/sqrt(d)"
     ``DotProductAttention`` and zeros on the fused one, and NaN weights in the other layers."""
     if scale is None and none_means is not None:
         return scale
-    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(scale):
+    if not is_finite_number(scale):
         expected = f"None ({none_means}) or a finite number" if none_means is not None else "a finite number"
         raise ValueError(f"{name} must be {expected}, got {scale!r}")
     return scale

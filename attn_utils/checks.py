@@ -100,6 +100,11 @@ def check_non_negative_int(name: str, value) -> int:
     return value
 
 
+def is_finite_number(value) -> bool:
+    """Is ``value`` a real number (not a bool: ``True`` is an int to Python) that is neither NaN nor infinite?"""
+    return not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
+
+
 def check_probability(name: str, value, *, one_allowed: bool = False):
     """Return ``value`` if it is a real number (not a bool) in [0, 1) (``one_allowed``: [0, 1]), else raise
     naming the argument ``name``: a dropout rate of 1 (or NaN) would zero (or poison) every activation."""

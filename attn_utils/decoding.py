@@ -8,14 +8,12 @@ source_steps)`` tensor with one row per emitted token (``<eos>`` included); ``No
 
 from __future__ import annotations
 
-import math
-import numbers
 from dataclasses import dataclass
 
 import torch
 from torch.nn import functional as F
 
-from .checks import check_non_negative_int, check_positive_int
+from .checks import check_non_negative_int, check_positive_int, is_finite_number
 
 
 @dataclass
@@ -140,7 +138,7 @@ def beam_search(model, src: torch.Tensor, src_valid_lens: torch.Tensor | None, b
     check_positive_int("beam_size", beam_size)
     if eos is None:
         raise ValueError("beam_search needs an eos token (a finished beam keeps emitting it), got None")
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not math.isfinite(alpha):
+    if not is_finite_number(alpha):
         raise ValueError(f"alpha (the length-normalisation exponent) must be a finite number, got {alpha!r}")
     model.eval()
     batch, device, K = src.shape[0], src.device, beam_size

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import collections
 import math
-import numbers
 from collections.abc import Iterable, Sequence
 from statistics import fmean
 from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
-from .checks import check_positive_int
+from .checks import check_positive_int, is_finite_number
 from .data.relations import LABELS, relation_type
 
 if TYPE_CHECKING:
@@ -315,8 +314,7 @@ def _as_labels(values, name: str) -> list[str]:
                 raise ValueError(f"{name}: expected labels from LABELS, got {v!r}")
             out.append(v)
         else:
-            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) \
-                    or v != int(v):  # 2.7 is no label index (int() would make it 2)
+            if not is_finite_number(v) or v != int(v):  # 2.7 is no label index (int() would make it 2)
                 raise ValueError(f"{name}: expected label indices (integers) or label strings, got {v!r}")
             if not 0 <= int(v) < len(LABELS):
                 raise ValueError(f"{name}: expected label indices in [0, {len(LABELS)}), got {v}")

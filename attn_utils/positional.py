@@ -12,13 +12,10 @@ for every p.
 
 from __future__ import annotations
 
-import math
-import numbers
-
 import torch
 from torch import nn
 
-from .checks import check_positive_int, check_probability
+from .checks import check_positive_int, check_probability, is_finite_number
 
 
 def _check_size(num_hiddens, max_len) -> None:
@@ -48,7 +45,7 @@ def relative_shift_matrix(k: int, num_hiddens: int) -> torch.Tensor:
     ``(sin(a), cos(a)) -> (sin(a + kw), cos(a + kw))`` is linear in ``(sin a, cos a)``.
     """
     _check_size(num_hiddens, 1)
-    if isinstance(k, bool) or not isinstance(k, numbers.Real) or not math.isfinite(k):
+    if not is_finite_number(k):
         raise ValueError(f"k (the shift in positions) must be a finite number, got {k!r}")
     theta = k * frequencies(num_hiddens)  # (d/2,)
     M = torch.zeros(num_hiddens, num_hiddens, dtype=torch.float64)

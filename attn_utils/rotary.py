@@ -10,12 +10,9 @@ the features permuted.)
 
 from __future__ import annotations
 
-import math
-import numbers
-
 import torch
 
-from .checks import check_positive_int, checks_read_values
+from .checks import check_positive_int, checks_read_values, is_finite_number
 
 
 def check_rotary_arguments(positions, dim: int, base) -> None:
@@ -23,7 +20,7 @@ def check_rotary_arguments(positions, dim: int, base) -> None:
     positive even int and ``base`` a finite number > 0: a NaN or inf would make every angle it touches NaN.
     The positions' values are read only where ``checks_read_values`` says (integer positions, a model's,
     hold no NaN and are not read at all)."""
-    if isinstance(base, bool) or not isinstance(base, numbers.Real) or not math.isfinite(base) or base <= 0:
+    if not is_finite_number(base) or base <= 0:
         raise ValueError(f"base must be a finite number > 0, got {base!r}")
     check_positive_int("dim", dim)
     if dim % 2:
