@@ -43,9 +43,13 @@ def rotary_angles(positions: torch.Tensor, dim: int, base: float = 10000.0) -> t
 
 def rotary_cos_sin(positions: torch.Tensor, dim: int, base: float = 10000.0, dtype=torch.float32):
     """``(cos, sin)``, each ``(..., n, dim / 2)`` in ``dtype``: what ``rotate`` needs for these positions.
-    A model computes them once per forward pass and hands them to every block."""
-    angles = rotary_angles(positions, dim, base).to(dtype)  # (..., n, dim / 2)
-    return angles.cos(), angles.sin()
+    A model computes them once per forward pass and hands them to every block.
+
+    The angles, their cosines and sines are computed in float64 and only then rounded to ``dtype``:
+    rounding a large angle first (position 10**6 in float32 is off by up to 0.03 rad) would turn
+    into errors of that size in cos and sin."""
+    angles = rotary_angles(positions, dim, base)  # (..., n, dim / 2), float64
+    return angles.cos().to(dtype), angles.sin().to(dtype)
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
