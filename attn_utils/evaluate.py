@@ -18,8 +18,10 @@ function reads the model in evaluation mode or without gradients and leaves its 
   from at least ``context - stride`` tokens before it (``sliding_window_logprobs``; the recipe of
   Hugging Face's perplexity guide). ``perplexity`` is ``exp`` of the mean negative log-probability
   over all the tokens of several texts, ``loss_by_position`` how the loss falls as a window's model
-  sees more context; for a masked language model, ``predict_hidden_tokens`` hides each token of a
-  text in turn, in a window around it. ``copy_accuracy`` scores the copying task of ``induction``.
+  sees more context (``losses_by_window`` keeps every window, for intervals, and
+  ``ngram_losses_by_window`` scores an n-gram model on the same windows); for a masked language
+  model, ``hidden_token_scores`` hides each token of a text in turn, in a window around it.
+  ``copy_accuracy`` scores the copying task of ``induction``.
 """
 
 from __future__ import annotations
@@ -276,60 +278,108 @@ def sliding_window_logprobs(model: nn.Module, sequence: torch.Tensor, context: i
     return torch.cat(pieces).cpu()
 
 
-def perplexity(model: nn.Module, sequences, context: int, stride: int | None = None) -> float:
-    """``exp`` of the mean negative log-probability of every token of ``sequences`` (a list of 1-D token
-    tensors, each scored from its second token on) with ``sliding_window_logprobs``."""
+def text_nats(model: nn.Module, sequences, context: int, stride: int | None = None) -> tuple[float, int]:
+    """``(nats, tokens)``: the summed negative log-probability (natural log) of every token of
+    ``sequences`` (a list of 1-D token tensors, each scored from its second token on) with
+    ``sliding_window_logprobs``, in evaluation mode, and the number of tokens scored. Divided by a
+    text's characters (``data.subwords.bits_per_character``) it compares tokenisations."""
     if not isinstance(sequences, (list, tuple)) or not sequences:
         raise ValueError(f"sequences must be a non-empty list of 1-D token tensors, got {type(sequences).__name__}")
     with evaluation_mode(model):
         logps = torch.cat([sliding_window_logprobs(model, s, context, stride) for s in sequences])
-    return math.exp(-logps.double().mean().item())
+    return -logps.double().sum().item(), len(logps)
 
 
-@torch.no_grad()
-def loss_by_position(model: nn.Module, sequences, context: int) -> torch.Tensor:
-    """``(context,)``: the mean negative log-probability of the token at window position ``i + 1`` given
-    the ``i + 1`` tokens before it, over the non-overlapping windows of ``context + 1`` tokens that fit
-    in ``sequences`` (1-D token tensors). Entry 0 is the loss with one token of context, the last with
-    ``context``: how much the model gains from looking further back."""
+def perplexity(model: nn.Module, sequences, context: int, stride: int | None = None) -> float:
+    """``exp`` of the mean negative log-probability of every token of ``sequences`` (``text_nats``)."""
+    nats, tokens = text_nats(model, sequences, context, stride)
+    return math.exp(nats / tokens)
+
+
+def position_windows(sequences, context: int) -> list:
+    """The non-overlapping windows of ``context + 1`` tokens that fit in ``sequences`` (1-D token tensors
+    or lists), in order: each is read from its first token and predicts the other ``context``."""
     check_positive_int("context", context)
     windows = [s[i:i + context + 1] for s in sequences for i in range(0, len(s) - context, context)]
     if not windows:
         raise ValueError(f"no sequence holds a window of context + 1 = {context + 1} tokens")
-    tokens = torch.stack(windows)  # (windows, context + 1)
-    total = torch.zeros(context, dtype=torch.float64)
-    with evaluation_mode(model):
-        for i in range(0, len(tokens), 64):
-            logp = _target_logprobs(model, tokens[i:i + 64])  # (batch, context)
-            total -= logp.double().sum(dim=0).cpu()
-    return total / len(tokens)
+    return windows
 
 
 @torch.no_grad()
-def predict_hidden_tokens(model: nn.Module, sequence: torch.Tensor, context: int, mask_id: int,
-                          never=(), batch_size: int = 256) -> torch.Tensor:
-    """``(len(sequence) - 1,)``: a masked language model's guess for each token of ``sequence`` from the
-    second on, each hidden in turn (replaced by ``mask_id``, the rest intact) in a window of ``context``
-    tokens around it (centred where the sequence allows). ``model(X)`` returns logits ``(batch, steps,
-    vocab)``; the tokens in ``never`` (e.g. padding and ``<mask>``) are never guessed."""
+def losses_by_window(model: nn.Module, sequences, context: int) -> torch.Tensor:
+    """``(windows, context)`` float64: the negative log-probability of the token at window position
+    ``i + 1`` given the ``i + 1`` tokens before it, in each window of ``position_windows``. Column 0
+    is the loss with one token of context, the last with ``context``."""
+    tokens = torch.stack(position_windows(sequences, context))  # (windows, context + 1)
+    rows = []
+    with evaluation_mode(model):
+        for i in range(0, len(tokens), 64):
+            rows.append(-_target_logprobs(model, tokens[i:i + 64]).double().cpu())  # (batch, context)
+    return torch.cat(rows)
+
+
+def ngram_losses_by_window(lm, sequences, context: int) -> torch.Tensor:
+    """``losses_by_window`` for a fitted ``ngram.KneserNeyLM`` on the same windows: the n-gram model
+    sees only the window's tokens (the last ``order - 1`` of them), as the network does, and the
+    boundary padding where the window has fewer."""
+    if not getattr(lm, "fitted", False) or not hasattr(lm, "logprob"):
+        raise ValueError(f"lm must be a fitted KneserNeyLM, got {type(lm).__name__}")
+    windows = [w.tolist() if isinstance(w, torch.Tensor) else list(w) for w in position_windows(sequences, context)]
+    return torch.tensor([[-lm.logprob(w[j + 1], w[:j + 1]) for j in range(context)] for w in windows],
+                        dtype=torch.float64)  # (windows, context)
+
+
+def loss_by_position(model: nn.Module, sequences, context: int) -> torch.Tensor:
+    """``(context,)``: ``losses_by_window`` averaged over the windows. Entry 0 is the loss with one
+    token of context, the last with ``context``: how much the model gains from looking further back."""
+    return losses_by_window(model, sequences, context).mean(dim=0)
+
+
+@torch.no_grad()
+def hidden_token_scores(model: nn.Module, sequence: torch.Tensor, context: int, mask_id: int, never=(),
+                        positions=None, batch_size: int = 256) -> tuple[torch.Tensor, torch.Tensor]:
+    """A masked language model filling gaps: ``(guesses, logprobs)``, each ``(len(positions),)`` on the
+    CPU, the model's most likely token and the log-probability it gives the true one at each position
+    of ``sequence``, hidden in turn (replaced by ``mask_id``, the rest intact) in a window of
+    ``context`` tokens around it (centred where the sequence allows). ``positions`` (1-D integers in
+    ``1 .. len(sequence) - 1``) defaults to all of them. ``model(X)`` returns logits ``(batch, steps,
+    vocab)``; the tokens in ``never`` (e.g. padding and ``<mask>``) get probability zero."""
     check_positive_int("context", context)
     check_positive_int("batch_size", batch_size)
     check_stream(sequence, "sequence", 2)
     sequence = sequence.to(model_device(model, sequence.device))  # it may come from the CPU
     width = min(context, len(sequence))
-    positions = torch.arange(1, len(sequence), device=sequence.device)
+    if positions is None:
+        positions = torch.arange(1, len(sequence), device=sequence.device)
+    else:
+        positions = torch.as_tensor(positions).to(sequence.device)
+        if positions.dim() != 1 or positions.is_floating_point() or positions.dtype == torch.bool or (
+                len(positions) and not (1 <= int(positions.min()) and int(positions.max()) < len(sequence))):
+            raise ValueError(f"positions must be 1-D integers in 1 .. {len(sequence) - 1}, got "
+                             f"{positions.tolist() if positions.numel() <= 8 else tuple(positions.shape)}")
     starts = (positions - width // 2).clamp(0, len(sequence) - width)
-    guesses = []
+    guesses, logprobs = [], []
     with evaluation_mode(model):
         for i in range(0, len(positions), batch_size):
             pos, start = positions[i:i + batch_size], starts[i:i + batch_size]
             X = sequence[start[:, None] + torch.arange(width, device=sequence.device)]  # (batch, width)
             rows, at = torch.arange(len(pos), device=sequence.device), pos - start
             X[rows, at] = mask_id
-            logits = model(X)[rows, at]  # (batch, vocab): the scores at each hidden position
+            logits = model_logits(model, X)[rows, at]  # (batch, vocab): the scores at each hidden position
             logits[:, list(never)] = float("-inf")
             guesses.append(logits.argmax(dim=-1))
-    return torch.cat(guesses).cpu()
+            logprobs.append(torch.log_softmax(logits, dim=-1)[rows, sequence[pos]])
+    if not guesses:
+        return torch.zeros(0, dtype=torch.long), torch.zeros(0)
+    return torch.cat(guesses).cpu(), torch.cat(logprobs).cpu()
+
+
+def predict_hidden_tokens(model: nn.Module, sequence: torch.Tensor, context: int, mask_id: int,
+                          never=(), batch_size: int = 256) -> torch.Tensor:
+    """``(len(sequence) - 1,)``: the guesses of ``hidden_token_scores`` for every token of ``sequence``
+    from the second on."""
+    return hidden_token_scores(model, sequence, context, mask_id, never, batch_size=batch_size)[0]
 
 
 @torch.no_grad()

@@ -140,6 +140,41 @@ def bootstrap_bleu(hypotheses: Sequence, references: Sequence, num_samples: int 
     return BleuInterval(bleu_from_statistics(statistics.sum(dim=0), max_order), low, high)
 
 
+class MeanInterval(NamedTuple):
+    """Means along the first axis with their percentile bootstrap interval: tensors of one shape."""
+
+    mean: torch.Tensor
+    low: torch.Tensor
+    high: torch.Tensor
+
+
+def bootstrap_means(samples: torch.Tensor, num_samples: int = 1000, confidence: float = 0.95,
+                    seed: int = 0) -> MeanInterval:
+    """The mean of ``samples`` ``(n, ...)`` over its first axis (e.g. the loss at each position, one row
+    per text window) and its percentile bootstrap interval: the rows are resampled with replacement
+    ``num_samples`` times, the same rows for every column (so a difference of two columns keeps its
+    pairing), and ``low``/``high`` are the ``(1 ± confidence) / 2`` quantiles of the resampled means.
+    Computed in float64; seeded, so the interval is reproducible."""
+    if not isinstance(samples, torch.Tensor) or samples.dim() < 1 or len(samples) < 2:
+        got = tuple(samples.shape) if isinstance(samples, torch.Tensor) else type(samples).__name__
+        raise ValueError(f"samples must be a tensor (n, ...) with n >= 2 rows to resample, got {got}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be between 0 and 1, got {confidence!r}")
+    check_positive_int("num_samples", num_samples)
+    values = samples.detach().double().cpu()
+    if not bool(values.isfinite().all()):
+        raise ValueError("samples must be finite: a NaN or infinite value would make every interval NaN")
+    picks = torch.randint(len(values), (num_samples, len(values)), generator=torch.Generator().manual_seed(seed))
+    rows = values.flatten(1) if values.dim() > 1 else values[:, None]  # (n, columns)
+    counts = torch.zeros(num_samples, len(values), dtype=torch.float64)
+    counts.scatter_add_(1, picks, torch.ones_like(picks, dtype=torch.float64))  # times each row is drawn
+    means = counts @ rows / len(values)  # (num_samples, columns): the mean of each resample
+    tail = (1 - confidence) / 2
+    low, high = torch.quantile(means, torch.tensor([tail, 1 - tail], dtype=torch.float64), dim=0)
+    shape = values.shape[1:]
+    return MeanInterval(values.mean(dim=0), low.reshape(shape), high.reshape(shape))
+
+
 def group_references(hypotheses, references, sources) -> tuple[list[str], list[list[str]]]:
     """One hypothesis per distinct source with *all* its references, for multi-reference BLEU.
 

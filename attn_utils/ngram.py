@@ -36,10 +36,11 @@ level, unseen contexts, the boundary padding) is as in the single-discount model
 from __future__ import annotations
 
 import math
+import random
 from collections import Counter, defaultdict
 from collections.abc import Hashable, Iterable, Sequence
 
-from .checks import check_positive_int
+from .checks import check_positive_int, is_finite_number
 
 BOUNDARY = "<s>"  # the padding before the first token of a sequence (a context, never a target)
 
@@ -194,7 +195,11 @@ class KneserNeyLM:
         if k == 0:
             return 1.0 / len(self.vocab)
         context = context[len(context) - (k - 1):] if k > 1 else ()
-        lower = self._prob(word, context, k - 1)
+        return self._interpolate(word, context, k, self._prob(word, context, k - 1))
+
+    def _interpolate(self, word, context: tuple, k: int, lower: float) -> float:
+        """``P_k(word | context)`` (``context``: exactly ``k - 1`` tokens) from ``lower``, the order-``k - 1``
+        probability of ``word`` after ``context[1:]``."""
         total = self.context_totals[k].get(context, 0)
         if total == 0:
             return lower  # an unseen context hands all its mass down
@@ -225,6 +230,94 @@ class KneserNeyLM:
             raise RuntimeError("call fit(sequences) before asking for probabilities")
         context = self._context(context)
         return {w: self._prob(w, context, self.order) for w in self.vocab}
+
+    def _distribution(self, context: tuple) -> list[float]:
+        """``P(w | context)`` for every ``w`` of ``vocab``, in its order (``context``: padded, ``order - 1``
+        tokens); the same numbers as ``_prob``, computed one order at a time for the whole vocabulary."""
+        probs = [1.0 / len(self.vocab)] * len(self.vocab)
+        for k in range(1, self.order + 1):
+            h = context[len(context) - (k - 1):] if k > 1 else ()
+            total = self.context_totals[k].get(h, 0)
+            if not total:
+                continue  # an unseen context hands all its mass down
+            count = self.counts[k].get
+            # the formula of _interpolate, in the same order of operations, with the context's numbers taken out
+            if self.modified:
+                discount = (0.0, *self.discounts[k - 1])  # D(0) = 0, D1, D2, D3+
+                coef = self._lower_mass[k][h] / total
+                probs = [(c - discount[min(c, 3)]) / total + coef * p
+                         for c, p in zip((count((h, w), 0) for w in self.vocab), probs)]
+            else:
+                d = self.discounts[k - 1]
+                coef = d * self.followers[k][h] / total
+                probs = [max(count((h, w), 0) - d, 0.0) / total + coef * p for w, p in zip(self.vocab, probs)]
+        return probs
+
+    def _check_tokens(self, tokens, name: str) -> list:
+        """``tokens`` as a list, after checking that the model is fitted and every token is in the vocabulary."""
+        if not self.fitted:
+            raise RuntimeError("call fit(sequences) before asking for probabilities")
+        if isinstance(tokens, bytes) or not isinstance(tokens, Iterable):
+            raise ValueError(f"{name} must be a sequence of tokens, got {type(tokens).__name__}")
+        tokens = list(tokens)
+        unknown = next((t for t in tokens if t not in self._in_vocab), None)
+        if unknown is not None:
+            raise ValueError(f"{name} holds the token {unknown!r}, which is not in the vocabulary")
+        return tokens
+
+    def gap_probs(self, left: Sequence, right: Sequence) -> dict:
+        """``{w: P(w | left, right)}`` over the whole vocabulary (sums to 1): the hidden token ``w`` of the
+        sequence ``left + [w] + right``, whose start is ``left``'s (``left = []``: ``w`` comes first).
+
+        ``P(w | left, right)`` is proportional to ``P(w | left) * prod_j P(right[j] | left, w, right[:j])``
+        for ``j < min(len(right), order - 1)``: the later tokens of ``right`` do not see ``w``, so this is
+        the model's exact posterior of ``w`` given the rest of the sequence (an n-gram model that sees
+        both sides, the baseline of a masked language model). Computed in log space.
+        """
+        left, right = self._check_tokens(left, "left"), self._check_tokens(right, "right")
+        n = self.order
+        before = self._context(left)
+        scores = [math.log(p) for p in self._distribution(before)]
+        for j in range(min(len(right), n - 1)):
+            target, after = right[j], tuple(right[:j])
+            base = self._prob(target, after, j + 1)  # the orders up to j + 1 see only right[:j], not w
+            # the orders k from j + 2 on see w: their context is the last k - 2 - j tokens before w, w, right[:j]
+            levels = [(k, before[len(before) - (k - 2 - j):] if k > j + 2 else (), self.context_totals[k])
+                      for k in range(j + 2, n + 1)]
+            for i, w in enumerate(self.vocab):
+                p = base
+                for k, prefix, totals in levels:
+                    h = prefix + (w,) + after
+                    if not totals.get(h, 0):
+                        break  # unseen, so is every longer context (it would have h as its suffix): p stays
+                    p = self._interpolate(target, h, k, p)
+                scores[i] += math.log(p)
+        top = max(scores)
+        weights = [math.exp(s - top) for s in scores]
+        total = math.fsum(weights)
+        return {w: x / total for w, x in zip(self.vocab, weights)}
+
+    def sample(self, context: Sequence, num_tokens: int, generator: random.Random | None = None,
+               temperature: float = 1.0) -> list:
+        """``num_tokens`` new tokens that continue ``context``, each drawn from ``next_word_probs`` of the
+        tokens so far raised to the power ``1 / temperature`` and renormalised (a small temperature tends to
+        the most likely word, a large one to the uniform distribution). ``generator``: a ``random.Random``
+        (default ``random.Random(0)``, so the result is reproducible). Returns the new tokens only."""
+        tokens = self._check_tokens(context, "context")
+        check_positive_int("num_tokens", num_tokens)
+        if not is_finite_number(temperature) or temperature <= 0:
+            raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
+        if generator is None:
+            generator = random.Random(0)
+        elif not isinstance(generator, random.Random):
+            raise ValueError(f"generator must be a random.Random or None, got {type(generator).__name__}")
+        new = []
+        for _ in range(num_tokens):
+            logs = [math.log(p) for p in self._distribution(self._context(tokens + new))]
+            top = max(logs)
+            weights = [math.exp((lp - top) / temperature) for lp in logs]  # the most likely word weighs 1
+            new.append(generator.choices(self.vocab, weights)[0])
+        return new
 
     def sequence_logprobs(self, sequence: Sequence) -> list[float]:
         """The log-probability of each token of ``sequence`` given the tokens before it in the sequence."""

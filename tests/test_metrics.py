@@ -255,3 +255,41 @@ def test_semeval_scores_refuse_fractional_labels_and_empty_targets():
     with pytest.raises(ValueError, match="targets is empty: the macro-F1 needs at least one example, got 0"):
         semeval_macro_f1([], [])
     assert semeval_macro_f1(torch.tensor([2, 0]), [2.0, 0]) == semeval_macro_f1([2, 0], [2, 0])
+
+
+def test_bootstrap_means_by_hand_on_constant_and_two_valued_columns():
+    from attn_utils.metrics import bootstrap_means
+
+    samples = torch.stack([torch.full((50,), 3.0), torch.tensor([0.0, 1.0]).repeat(25)], dim=1)  # (50, 2)
+    got = bootstrap_means(samples, num_samples=2000, seed=1)
+    assert got.mean.tolist() == [3.0, 0.5]
+    assert got.low[0].item() == got.high[0].item() == 3.0  # nothing varies: the interval is a point
+    # a mean of 50 fair coin flips: standard error 0.5 / sqrt(50) = 0.0707, so about 0.5 -+ 1.96 * 0.0707
+    assert got.low[1].item() == pytest.approx(0.5 - 1.96 * 0.0707, abs=0.03)
+    assert got.high[1].item() == pytest.approx(0.5 + 1.96 * 0.0707, abs=0.03)
+    again = bootstrap_means(samples, num_samples=2000, seed=1)
+    assert torch.equal(again.low, got.low) and torch.equal(again.high, got.high)  # seeded
+
+
+def test_bootstrap_means_resample_rows_together_so_paired_differences_stay_paired():
+    from attn_utils.metrics import bootstrap_means
+
+    torch.manual_seed(0)
+    a = torch.randn(200, dtype=torch.float64)
+    pair = torch.stack([a, a + 0.1], dim=1)  # the second column is the first plus 0.1, row by row
+    got = bootstrap_means(pair, seed=0)
+    diff = bootstrap_means(pair[:, 1] - pair[:, 0], seed=0)
+    assert got.high[1] - got.low[1] == pytest.approx((got.high[0] - got.low[0]).item(), rel=1e-9)
+    assert diff.low.item() == pytest.approx(0.1) and diff.high.item() == pytest.approx(0.1)
+    assert got.mean.shape == (2,) and diff.mean.shape == ()
+
+
+def test_bootstrap_means_refuses_what_it_cannot_resample():
+    from attn_utils.metrics import bootstrap_means
+
+    for bad, match in [(torch.tensor([1.0]), "n >= 2 rows"), ([1.0, 2.0], "samples must be a tensor"),
+                       (torch.tensor([1.0, float("nan")]), "samples must be finite")]:
+        with pytest.raises(ValueError, match=match):
+            bootstrap_means(bad)
+    with pytest.raises(ValueError, match="confidence must be between 0 and 1"):
+        bootstrap_means(torch.ones(3), confidence=1.0)

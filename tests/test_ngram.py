@@ -3,6 +3,7 @@ hand, and its invariants."""
 
 import math
 import random
+from collections import Counter
 from fractions import Fraction
 
 import pytest
@@ -285,3 +286,132 @@ def test_discounts_that_are_not_numbers_are_named():
         with pytest.raises(ValueError, match=r"discounts must be 2 numbers in \(0, 1\), one per order"):
             KneserNeyLM(2, ["a", "b"], discounts=bad)
     assert KneserNeyLM(2, ["a", "b"], discounts=[0.5, 0.75]).fit([["a", "b"]]).discounts == (0.5, 0.75)
+
+
+# ---- gap_probs: the hidden word given both sides; sample: drawing a continuation ----
+
+GAP_TOY = [list("abcab"), list("bcad"), list("aabcd"), list("dcba"), list("cab")]  # e never occurs
+
+
+@pytest.mark.parametrize("modified", [False, True])
+@pytest.mark.parametrize("order", [1, 2, 3])
+def test_gap_probs_is_the_normalised_probability_of_the_whole_sequence(order, modified):
+    # brute force: P(left + [w] + right) = prod_i P(token_i | every token before it), through the public
+    # logprob, for every w, normalised over the vocabulary (the terms that do not depend on w cancel)
+    lm = KneserNeyLM(order, list("abcde"), modified=modified).fit(GAP_TOY)
+    for left in ([], ["c"], list("dcbab")):  # the sequence's start, short, longer than order - 1
+        for right in ([], ["a"], list("cabda")):  # none, short, longer than order - 1
+            joint = {}
+            for w in lm.vocab:
+                tokens = [*left, w, *right]
+                joint[w] = math.exp(math.fsum(lm.logprob(t, tokens[:i]) for i, t in enumerate(tokens)))
+            total = math.fsum(joint.values())
+            got = lm.gap_probs(left, right)
+            assert list(got) == lm.vocab
+            for w in lm.vocab:
+                assert abs(got[w] - joint[w] / total) <= 1e-12 * joint[w] / total, (left, right, w)
+
+
+def test_gap_probs_prefers_the_word_seen_between_the_neighbours_by_hand():
+    # x a y twice, x b z three times, u b v three times; bigram model, D = 0.5 at both orders
+    corpus = [list("xay")] * 2 + [list("xbz")] * 3 + [list("ubv")] * 3
+    lm = KneserNeyLM(2, list("xaybzuv"), discounts=(0.5, 0.5)).fit(corpus)
+    # continuation counts: b 2 (after x and u), the six others 1 each, of 8: P1(b) = 1.5 / 8 + 0.5 * 7 / 8 / 7 = 1/4,
+    # P1 = 1/8 for the others. After x (5 times, 2 followers): P(a | x) = 1.5 / 5 + 1/5 * 1/8 = 13/40,
+    # P(b | x) = 2.5 / 5 + 1/5 * 1/4 = 11/20, any other word 1/5 * 1/8 = 1/40.
+    # Before y: P(y | a) = 1.5 / 2 + 1/4 * 1/8 = 25/32, P(y | b) = 0 + 0.5 * 2 / 6 * 1/8 = 1/48,
+    # P(y | x) = 1/5 * 1/8 = 1/40, P(y | u) = 0.5 / 3 * 1/8 = 1/48, y, z and v are never contexts: P1(y) = 1/8
+    after_x = {"a": Fraction(13, 40), "b": Fraction(11, 20), **{w: Fraction(1, 40) for w in "xyzuv"}}
+    y_after = {"a": Fraction(25, 32), "b": Fraction(1, 48), "x": Fraction(1, 40), "u": Fraction(1, 48),
+               **{w: Fraction(1, 8) for w in "yzv"}}
+    joint = {w: after_x[w] * y_after[w] for w in lm.vocab}
+    got = lm.gap_probs(["x"], ["y"])
+    close([got[w] for w in lm.vocab], [joint[w] / sum(joint.values()) for w in lm.vocab])
+    close(got["a"], Fraction(4875, 5297))  # 0.920...: a was seen between x and y
+    assert lm.next_word_probs(["x"])["b"] > lm.next_word_probs(["x"])["a"]  # from the left alone, b is likelier
+    assert got["a"] > 20 * got["b"]  # but b was never seen before y
+
+
+@pytest.mark.parametrize("modified", [False, True])
+@pytest.mark.parametrize("order", [1, 2, 3, 4])
+def test_gap_probs_sum_to_one(order, modified):
+    rng = random.Random(order)
+    vocab = list("abcdefg")  # f and g never occur
+    corpus = [[rng.choice(vocab[:5]) for _ in range(rng.randint(1, 30))] for _ in range(20)]
+    lm = KneserNeyLM(order, vocab, modified=modified).fit(corpus)
+    for _ in range(20):
+        left = [rng.choice(vocab) for _ in range(rng.randint(0, 6))]
+        right = [rng.choice(vocab) for _ in range(rng.randint(0, 6))]
+        probs = lm.gap_probs(left, right)
+        assert abs(math.fsum(probs.values()) - 1) <= 1e-12, (left, right)
+        assert min(probs.values()) > 0
+
+
+def test_gap_probs_bad_input_is_named():
+    lm = toy_bigram()
+    with pytest.raises(ValueError, match="left holds the token 'q', which is not in the vocabulary"):
+        lm.gap_probs(["a", "q"], ["b"])
+    with pytest.raises(ValueError, match="right holds the token 'q', which is not in the vocabulary"):
+        lm.gap_probs(["a"], ["b", "q"])
+    with pytest.raises(ValueError, match="left must be a sequence of tokens, got int"):
+        lm.gap_probs(3, ["b"])
+    with pytest.raises(RuntimeError, match="call fit"):
+        KneserNeyLM(2, ["a", "b"]).gap_probs(["a"], ["b"])
+
+
+def test_sample_is_reproducible_and_depends_on_the_generator():
+    vocab, corpus = zipf_markov_corpus(0, num_sequences=40)
+    lm = KneserNeyLM(3, vocab).fit(corpus)
+    first = lm.sample(["w1"], 30, random.Random(1))
+    assert len(first) == 30 and set(first) <= set(vocab)
+    assert lm.sample(["w1"], 30, random.Random(1)) == first
+    assert lm.sample(["w1"], 30, random.Random(2)) != first
+    assert lm.sample(["w1"], 30) == lm.sample(["w1"], 30, random.Random(0))  # the default generator
+    hot = lm.sample([], 50, random.Random(3), temperature=5.0)
+    assert len(hot) == 50 and set(hot) <= set(vocab)
+
+
+def test_sample_at_a_small_temperature_is_greedy():
+    lm = toy_bigram()
+    # by hand (test_bigram_probabilities_match_the_hand_computation): the first word is a (0.75), after a
+    # comes b (0.8125), after b comes a (0.5 against c 0.375)
+    assert lm.sample([], 5, random.Random(0), temperature=1e-3) == ["a", "b", "a", "b", "a"]
+    assert lm.sample(["c"], 2, random.Random(0), temperature=1e-3) == ["a", "b"]  # after c (unseen): P1, a 0.5
+    vocab, corpus = zipf_markov_corpus(1, num_sequences=40)
+    lm = KneserNeyLM(3, vocab, modified=True).fit(corpus)
+    tokens = ["w4", "w2"]
+    for seed in (0, 1):
+        new = lm.sample(tokens, 10, random.Random(seed), temperature=1e-6)
+        for i, token in enumerate(new):
+            probs = lm.next_word_probs(tokens + new[:i])
+            assert token == max(probs, key=probs.get)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.5, 2.0])
+def test_sample_draws_from_the_tempered_next_word_distribution(temperature):
+    lm = KneserNeyLM(2, list("abcde"), discounts=(0.5, 0.5)).fit([list("abacabadab"), list("ecab")])
+    probs = lm.next_word_probs(["a"])
+    tempered = {w: p ** (1 / temperature) for w, p in probs.items()}
+    tempered = {w: t / math.fsum(tempered.values()) for w, t in tempered.items()}
+    rng, draws = random.Random(11), 4000
+    counts = Counter(lm.sample(["a"], 1, rng, temperature=temperature)[0] for _ in range(draws))
+    for w, p in tempered.items():
+        assert abs(counts[w] / draws - p) <= 4 * math.sqrt(p * (1 - p) / draws), (w, counts[w], p)
+    if temperature != 1.0:  # the tempered distribution is far enough from the plain one to tell them apart
+        assert max(abs(counts[w] / draws - p) for w, p in probs.items()) > 0.05
+
+
+def test_sample_bad_input_is_named():
+    lm = toy_bigram()
+    for bad in (0, -1, 2.0, True, "3"):
+        with pytest.raises(ValueError, match=rf"num_tokens must be a positive integer, got {bad!r}"):
+            lm.sample(["a"], bad)
+    for bad in (0, -0.5, float("nan"), float("inf"), True, "1"):
+        with pytest.raises(ValueError, match="temperature must be a finite number > 0"):
+            lm.sample(["a"], 3, temperature=bad)
+    with pytest.raises(ValueError, match="generator must be a random.Random or None, got int"):
+        lm.sample(["a"], 3, generator=0)
+    with pytest.raises(ValueError, match="context holds the token 'q', which is not in the vocabulary"):
+        lm.sample(["q"], 3)
+    with pytest.raises(RuntimeError, match="call fit"):
+        KneserNeyLM(2, ["a", "b"]).sample(["a"], 3)

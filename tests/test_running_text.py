@@ -10,7 +10,10 @@ import torch
 from attn_utils import CausalLanguageModel, MaskedLanguageModel
 from attn_utils.data.windows import random_windows
 from attn_utils.evaluate import (
+    hidden_token_scores,
     loss_by_position,
+    losses_by_window,
+    ngram_losses_by_window,
     perplexity,
     predict_hidden_tokens,
     sliding_window_logprobs,
@@ -142,3 +145,49 @@ def test_a_batch_size_of_zero_is_named():
             sliding_window_logprobs(model, stream, 4, batch_size=bad)
         with pytest.raises(ValueError, match=rf"batch_size must be a positive integer, got {bad!r}"):
             predict_hidden_tokens(model, stream, 4, mask_id=1, batch_size=bad)
+
+
+def test_losses_by_window_keeps_each_window_and_its_mean_is_loss_by_position():
+    model = small_lm()
+    seqs = [torch.randint(20, (n,), generator=torch.Generator().manual_seed(n)) for n in (13, 9, 4)]
+    rows = losses_by_window(model, seqs, context=4)
+    assert rows.shape == (5, 4) and rows.dtype == torch.float64
+    w = seqs[1][4:9]  # the fifth window
+    logits, _ = model(w[None, :3])
+    assert rows[4, 2].item() == pytest.approx(-torch.log_softmax(logits[0, -1], -1)[w[3]].item(), rel=1e-9)
+    torch.testing.assert_close(rows.mean(dim=0), loss_by_position(model, seqs, context=4))
+
+
+def test_ngram_losses_by_window_score_the_same_windows_with_the_window_as_context():
+    from attn_utils.ngram import KneserNeyLM
+
+    seqs = [torch.tensor([0, 1, 2, 1, 2, 0, 1, 2, 2]), torch.tensor([2, 1, 0, 1, 2])]
+    lm = KneserNeyLM(3, range(3)).fit([s.tolist() for s in seqs])
+    got = ngram_losses_by_window(lm, seqs, context=4)
+    windows = [[0, 1, 2, 1, 2], [2, 0, 1, 2, 2], [2, 1, 0, 1, 2]]
+    want = [[-math.log(lm.prob(w[j + 1], w[:j + 1])) for j in range(4)] for w in windows]
+    torch.testing.assert_close(got, torch.tensor(want, dtype=torch.float64), rtol=1e-12, atol=0)
+    # the window's first prediction sees one token and the boundary before it, as at a sequence start
+    assert got[1, 0].item() == pytest.approx(-math.log(lm.prob(0, ["<s>", 2])), rel=1e-12)
+    with pytest.raises(ValueError, match="lm must be a fitted KneserNeyLM"):
+        ngram_losses_by_window(KneserNeyLM(2, range(3)), seqs, context=4)
+
+
+def test_hidden_token_scores_give_the_guess_and_the_true_tokens_log_probability():
+    torch.manual_seed(0)
+    model = MaskedLanguageModel(12, 16, 32, 2, 1, max_len=16).double().eval()
+    seq = torch.randint(3, 12, (20,), generator=torch.Generator().manual_seed(1))
+    guesses, logprobs = hidden_token_scores(model, seq, 8, mask_id=1, never=(0, 1))
+    assert torch.equal(guesses, predict_hidden_tokens(model, seq, 8, mask_id=1, never=(0, 1)))
+    for pos in (1, 7, 19):  # start, middle, end: the window of 8 is clamped to the sequence
+        start = min(max(pos - 4, 0), 12)
+        X = seq[start:start + 8].clone()
+        X[pos - start] = 1
+        logits = model(X[None])[0, pos - start]
+        logits[[0, 1]] = float("-inf")
+        assert logprobs[pos - 1].item() == pytest.approx(torch.log_softmax(logits, -1)[seq[pos]].item(), rel=1e-9)
+    some_guesses, some_logprobs = hidden_token_scores(model, seq, 8, 1, (0, 1), positions=torch.tensor([19, 7]))
+    assert torch.equal(some_guesses, guesses[[18, 6]]) and torch.equal(some_logprobs, logprobs[[18, 6]])
+    for bad in (torch.tensor([0]), torch.tensor([20]), torch.tensor([1.5]), torch.tensor([[1]])):
+        with pytest.raises(ValueError, match="positions must be 1-D integers in 1 .. 19"):
+            hidden_token_scores(model, seq, 8, 1, positions=bad)
