@@ -355,7 +355,7 @@ def hidden_token_scores(model: nn.Module, sequence: torch.Tensor, context: int, 
     else:
         positions = torch.as_tensor(positions).to(sequence.device)
         if positions.dim() != 1 or positions.is_floating_point() or positions.dtype == torch.bool or (
-                len(positions) and not (1 <= int(positions.min()) and int(positions.max()) < len(sequence))):
+                len(positions) and not (int(positions.min()) >= 1 and int(positions.max()) < len(sequence))):
             raise ValueError(f"positions must be 1-D integers in 1 .. {len(sequence) - 1}, got "
                              f"{positions.tolist() if positions.numel() <= 8 else tuple(positions.shape)}")
     starts = (positions - width // 2).clamp(0, len(sequence) - width)
