@@ -21,14 +21,15 @@ def run_setup_cell(monkeypatch, installed, tag_exists=True):
             raise importlib.metadata.PackageNotFoundError(name)
         return installed
 
-    def fake_pip(command):
+    def fake_pip(command, check=False, **kwargs):
         calls.append(command)
-        if not tag_exists and "@v" in command[-1]:
-            raise subprocess.CalledProcessError(1, command)
-        return 0
+        returncode = 1 if not tag_exists and "@v" in command[-1] else 0
+        if check and returncode:
+            raise subprocess.CalledProcessError(returncode, command)
+        return subprocess.CompletedProcess(command, returncode)
 
     monkeypatch.setattr(importlib.metadata, "version", fake_version)
-    monkeypatch.setattr(subprocess, "check_call", fake_pip)
+    monkeypatch.setattr(subprocess, "run", fake_pip)
     exec(notebook_setup.setup_cell_source(), {})
     return calls
 

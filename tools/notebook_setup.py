@@ -2,12 +2,18 @@
 
 The setup cell installs ``attn_utils`` from the repository when it is missing or is another version
 than the one the book was built with (Colab, or an old copy): the tag ``v<version>`` of the version in
-``pyproject.toml``, so that a reader runs the code the page shows (publishing the book therefore means
-tagging the commit it was built from, ``git tag v0.1.0 && git push --tags``); it says what it
-installed. Then it seeds and picks the device. The repository URL lives in one place, ``_config.yml``
-(``repository.url``); this script writes the cell into every notebook from that. The cell is tagged
-``hide-input``: the rendered book shows its one line of output and keeps the code folded (the reader
-can unfold it), so each page opens with the chapter rather than with installation code.
+``pyproject.toml``, so that a reader runs the code the page shows. Publishing creates that tag: the
+workflow that builds and deploys the book (``.github/workflows/pages.yml``) tags the commit it built
+``v<version>`` and pushes the tag; when the tag already names another commit, it keeps it if that
+commit's ``attn_utils`` and ``pyproject.toml`` equal the published one's and fails, asking for a
+version bump, if not; so a published page and its tag's package agree by construction. The cell
+runs the tag's install with pip's output captured; only where that fails (a copy of the book that
+was never published has no tag) does it install the newest code (the default branch) instead, with
+a one-line warning saying so, and no pip error on the page. It says what it installed. Then it seeds and picks
+the device. The repository URL lives in one place, ``_config.yml`` (``repository.url``); this
+script writes the cell into every notebook from that. The cell is tagged ``hide-input``: the
+rendered book shows its one line of output and keeps the code folded (the reader can unfold it), so
+each page opens with the chapter rather than with installation code.
 
     python -m tools.notebook_setup --check   # exit 1 and list notebooks whose cell differs
     python -m tools.notebook_setup --write   # rewrite the cell where it differs
@@ -42,20 +48,20 @@ except importlib.metadata.PackageNotFoundError:
     installed = None
 if installed != BOOK_VERSION:
     pip = [sys.executable, "-m", "pip", "install", "-q", "--upgrade"]
-    try:
-        tagged = f"attn_utils @ git+{{REPOSITORY}}@v{{BOOK_VERSION}}"
-        subprocess.check_call(pip + [tagged])
+    tagged = f"attn_utils @ git+{{REPOSITORY}}@v{{BOOK_VERSION}}"
+    # Publishing the book tags the commit it was built from. A copy that was never
+    # published has no tag: pip's error is kept back and the main branch installed.
+    if subprocess.run(pip + [tagged], capture_output=True).returncode == 0:
         replaced = "" if installed is None else f" in place of version {{installed}}"
         print(
             f"installed attn_utils {{BOOK_VERSION}} (tag v{{BOOK_VERSION}} of {{REPOSITORY}})"
             + replaced
         )
-    except subprocess.CalledProcessError:
-        subprocess.check_call(pip + [f"attn_utils @ git+{{REPOSITORY}}"])
+    else:
+        subprocess.run(pip + [f"attn_utils @ git+{{REPOSITORY}}"], check=True)
         print(
-            f"WARNING: tag v{{BOOK_VERSION}} could not be installed; installed the "
-            f"newest attn_utils from {{REPOSITORY}} instead, which may differ "
-            "from this page"
+            f"WARNING: tag v{{BOOK_VERSION}} is not in {{REPOSITORY}}; installed its "
+            "main branch instead, which may differ from this page"
         )
 
 import attn_utils
@@ -82,8 +88,10 @@ def repository_url(config: Path = ROOT / "_config.yml") -> str:
     return match.group(1).strip("'\"")
 
 
-def setup_cell_source() -> str:
-    return TEMPLATE.format(marker=MARKER, url=repository_url(), version=package_version())
+def setup_cell_source(url: str | None = None, version: str | None = None) -> str:
+    """The setup cell's code; ``url`` and ``version`` stand in for the book's own (tests run it against
+    a local clone)."""
+    return TEMPLATE.format(marker=MARKER, url=url or repository_url(), version=version or package_version())
 
 
 def notebooks() -> list[Path]:
@@ -97,6 +105,11 @@ def first_code_cell(nb: dict) -> dict | None:
 def _source(cell: dict) -> str:
     src = cell["source"]
     return "".join(src) if isinstance(src, list) else src
+
+
+def _lines(source: str) -> list[str]:
+    """A cell's source as nbformat stores it on disk: one string a line, so that diffs read line by line."""
+    return source.splitlines(keepends=True)
 
 
 def check(paths: list[Path]) -> list[Path]:
@@ -118,11 +131,11 @@ def write(paths: list[Path]) -> list[Path]:
         if cell is not None and _source(cell) == expected and cell.get("metadata", {}).get("tags") == TAGS:
             continue
         if cell is not None and _source(cell).startswith(MARKER):
-            cell["source"] = expected
+            cell["source"] = _lines(expected)
             cell.setdefault("metadata", {})["tags"] = list(TAGS)
         else:  # no setup cell yet: insert one after the title cell
             new = {"cell_type": "code", "execution_count": None, "id": "setup", "metadata": {"tags": list(TAGS)},
-                   "outputs": [], "source": expected}
+                   "outputs": [], "source": _lines(expected)}
             nb["cells"].insert(1 if nb["cells"] and nb["cells"][0]["cell_type"] == "markdown" else 0, new)
         path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         changed.append(path)
