@@ -33,7 +33,8 @@ chapter                                  modules                                
 11  Attention today                      (its sections:)
 11a GPT- and BERT-style models           ``language_models``, ``sampling``,           ``exercises.ch11_models``
                                          ``ngram``, ``data.moby_dick``,
-                                         ``data.windows``
+                                         ``data.subwords``, ``data.windows``,
+                                         ``evaluate``
 11b Making attention fast                ``online_softmax``, ``fast_attention``       ``exercises.ch11_fast``
 11c Positions and heads in today's       ``rotary``, ``alibi``,                       ``exercises.ch11_modern``
     models                               ``causal_attention``,

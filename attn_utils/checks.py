@@ -10,7 +10,7 @@
 * ``check_labelled_inputs``: a classifier's input tensors and their labels, one row per example;
 * ``check_queries_keys`` and ``check_attention_inputs``: queries, keys (and values) that fit a
   scoring function or an attention layer;
-* ``check_weights_dtype``: inputs in the dtype of a layer's weights;
+* ``check_weights_dtype``: inputs in the dtype of a layer's weights (``autocast_on``: unless autocast casts them);
 * ``checks_read_values`` and ``strict_checks``: whether a check that reads a tensor's values (lengths
   within range, NaN and inf) runs, see below.
 
@@ -193,7 +193,9 @@ def check_attention_inputs(queries, keys, values, same_size: bool = False, what:
         raise ValueError(f"values ({values.dtype}) must have the dtype of queries and keys ({queries.dtype})")
 
 
-def _autocast_on(device_type: str) -> bool:
+def autocast_on(device_type: str) -> bool:
+    """Is autocast on for ``device_type`` (``"cuda"``, ``"cpu"``, ...)? Inputs then come in autocast's dtype,
+    not their weights', so a dtype check against the weights would refuse what autocast will cast."""
     try:
         return torch.is_autocast_enabled(device_type)
     except TypeError:  # torch < 2.4 takes no argument (and means CUDA)
@@ -204,7 +206,7 @@ def check_weights_dtype(module: torch.nn.Module, X: torch.Tensor, what: str) -> 
     """Raise ``ValueError`` unless ``X`` has the dtype of ``module``'s first weight matrix (torch's own
     message, "mat1 and mat2 must have the same dtype", names neither the layer nor the fix). Scalar
     parameters are not compared (they promote), and nothing is checked under autocast, which casts."""
-    if _autocast_on(X.device.type):
+    if autocast_on(X.device.type):
         return
     for p in module.parameters():
         if isinstance(p, torch.nn.parameter.UninitializedParameter) or p.dim() >= 1:

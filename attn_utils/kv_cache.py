@@ -57,6 +57,10 @@ class KVCache:
                              f"one shape")
         if keys.shape[0] < 1:
             raise ValueError(f"the cache must hold at least one block, got keys of shape {tuple(keys.shape)}")
+        if not keys.is_floating_point() or values.dtype != keys.dtype or values.device != keys.device:
+            # keys written into an integer buffer would be truncated without a word
+            raise ValueError(f"the cache's keys and values must be floating-point tensors of one dtype on one device, "
+                             f"got keys {keys.dtype} on {keys.device} and values {values.dtype} on {values.device}")
         self._k, self._v = list(keys.unbind(0)), list(values.unbind(0))  # per block: (batch, kv_heads, capacity, dh)
         self._layout = (keys.shape[0], keys.shape[1], keys.shape[2], keys.shape[4], keys.device)
         self._start, self._end = 0, keys.shape[3]  # this cache's positions: buffer slots start .. end - 1
@@ -99,6 +103,11 @@ class KVCache:
     def device(self) -> torch.device:
         """Where the cached keys and values are."""
         return self._layout[4]
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype of the cached keys and values."""
+        return self._k[0].dtype
 
     @property
     def keys(self) -> torch.Tensor:

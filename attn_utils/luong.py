@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 from .attention import attend, score_layer
-from .checks import check_positive_int, check_tokens
+from .checks import check_positive_int, check_probability, check_tokens
 from .masking import lengths_to_mask, masked_softmax
 from .seq2seq import (
     Decoder,
@@ -117,6 +117,7 @@ class LuongDecoder(Decoder):
             raise ValueError(f"local must be one of {LOCAL_MODES}, got {local!r}")
         if local is not None:
             check_positive_int("half_width (D)", half_width, hint="for local attention")
+        check_probability("dropout", dropout)
         h = num_hiddens
         self.num_hiddens, self.score_name, self.local, self.half_width = h, score, local, half_width
         self.input_feeding, self.scaled = input_feeding, scaled

@@ -73,9 +73,9 @@ class _Positions(nn.Module):
 
     def _check(self, X, offset: int) -> None:
         self._check_shape(X)
-        if isinstance(offset, bool) or not isinstance(offset, int):
-            raise ValueError(f"offset (the position of X's first step) must be an int, got {offset!r}")
-        if offset < 0 or offset + X.shape[1] > self.max_len:
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"offset (the position of X's first step) must be an int >= 0, got {offset!r}")
+        if offset + X.shape[1] > self.max_len:
             raise ValueError(f"positions {offset}..{offset + X.shape[1] - 1} do not fit max_len={self.max_len}; "
                              f"build the encoding with a larger max_len")
 

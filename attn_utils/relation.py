@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .checks import check_positive_int
+from .checks import check_positive_int, check_probability
 from .packed import run_packed
 from .pooling import LearnedQueryPooling
 
@@ -85,8 +85,7 @@ class AttentionBiLSTM(nn.Module):
             check_positive_int(name, value)
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must lie in [0, 1), got {dropout}")
+        check_probability("dropout", dropout)
         self.vocab_size, self.hidden_size, self.pooling = vocab_size, hidden_size, pooling
         self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=padding_idx)
         self.lstm = nn.LSTM(embed_size, hidden_size, batch_first=True, bidirectional=True)

@@ -10,9 +10,21 @@ the features permuted.)
 
 from __future__ import annotations
 
+import math
+import sys
+
 import torch
 
 from .checks import check_positive_int, checks_read_values, is_finite_number
+
+
+def _largest_frequency(dim: int, base) -> float:
+    """``max_i base^(-2i / dim)``: 1 for a base >= 1, the last pair's frequency for a base below 1 (inf where
+    that overflows a float)."""
+    try:
+        return max(1.0, float(base) ** (-(dim - 2) / dim))
+    except OverflowError:
+        return math.inf
 
 
 def check_rotary_arguments(positions, dim: int, base) -> None:
@@ -31,6 +43,24 @@ def check_rotary_arguments(positions, dim: int, base) -> None:
     if positions.is_floating_point() and checks_read_values(positions) and not bool(positions.isfinite().all()):
         shown = positions.tolist() if positions.numel() <= 20 else "NaN or inf among them"
         raise ValueError(f"positions must be finite, got {shown}")
+    if not math.isfinite(_largest_frequency(dim, base)):  # inf, and NaN at position 0 (0 * inf)
+        raise ValueError(f"base={base!r} is so small that the frequency base^(-(d - 2) / d) overflows for d = {dim}; "
+                         f"use a base >= 1 (10000 is usual)")
+
+
+def _check_angles(angles: torch.Tensor, positions: torch.Tensor, dim: int, base) -> None:
+    """Raise unless every angle is finite (read where ``checks_read_values`` says): finite positions and
+    frequencies can still overflow float64 together (huge positions with a base below 1), and cos(inf) is
+    NaN. Integer positions are read only where their dtype's largest value could overflow (never for a
+    base >= 1), so a model's positions cost no host synchronisation."""
+    if not positions.is_floating_point() and \
+            torch.iinfo(positions.dtype).max * _largest_frequency(dim, base) < sys.float_info.max:
+        return
+    if angles.numel() and checks_read_values(angles) and not bool(angles.isfinite().all()):
+        top = float(positions.abs().max())
+        raise ValueError(f"the angles p * base^(-2i / d) overflow float64 for positions up to {top:g} with "
+                         f"base={base!r} and d = {dim} (largest frequency {_largest_frequency(dim, base):g}); use "
+                         f"smaller positions or a base >= 1")
 
 
 def rotary_angles(positions: torch.Tensor, dim: int, base: float = 10000.0) -> torch.Tensor:
@@ -38,7 +68,9 @@ def rotary_angles(positions: torch.Tensor, dim: int, base: float = 10000.0) -> t
     (arguments checked by ``check_rotary_arguments``)."""
     check_rotary_arguments(positions, dim, base)
     frequencies = base ** (-torch.arange(0, dim, 2, dtype=torch.float64, device=positions.device) / dim)
-    return positions.to(torch.float64)[..., None] * frequencies  # (..., n, dim / 2)
+    angles = positions.to(torch.float64)[..., None] * frequencies  # (..., n, dim / 2)
+    _check_angles(angles, positions, dim, base)
+    return angles
 
 
 def rotary_cos_sin(positions: torch.Tensor, dim: int, base: float = 10000.0, dtype=torch.float32):
@@ -48,6 +80,8 @@ def rotary_cos_sin(positions: torch.Tensor, dim: int, base: float = 10000.0, dty
     The angles, their cosines and sines are computed in float64 and only then rounded to ``dtype``:
     rounding a large angle first (position 10**6 in float32 is off by up to 0.03 rad) would turn
     into errors of that size in cos and sin."""
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:  # .to("float32") reads a device name
+        raise ValueError(f"dtype must be a floating-point torch.dtype (e.g. torch.float32), got {dtype!r}")
     angles = rotary_angles(positions, dim, base)  # (..., n, dim / 2), float64
     return angles.cos().to(dtype), angles.sin().to(dtype)
 
@@ -72,18 +106,21 @@ def apply_rotary(x: torch.Tensor, positions: torch.Tensor | None = None, base: f
         got = f"shape {tuple(x.shape)}, dtype {x.dtype}" if isinstance(x, torch.Tensor) else type(x).__name__
         raise ValueError(f"x must be a floating-point tensor (..., n, d), got {got}")
     n, d = x.shape[-2:]
-    if d % 2:
-        raise ValueError(f"the feature size d must be even (the features are rotated in pairs), got d = {d}")
+    if d % 2 or d == 0:
+        raise ValueError(f"the feature size d must be even and positive (the features are rotated in pairs), got "
+                         f"d = {d}")
     if positions is None:
         positions = torch.arange(n, device=x.device)
     try:
         positions = torch.as_tensor(positions, device=x.device)
     except (TypeError, ValueError, RuntimeError):
         raise ValueError(f"positions must be a tensor of positions (or None), got {type(positions).__name__}") from None
-    try:
-        torch.broadcast_shapes(positions.shape, x.shape[:-1])
+    try:  # against x's positions, not to a larger shape: the result has x's shape
+        fits = torch.broadcast_shapes(positions.shape, x.shape[:-1]) == x.shape[:-1]
     except RuntimeError:
+        fits = False
+    if not fits:
         raise ValueError(f"positions of shape {tuple(positions.shape)} do not broadcast against the "
-                         f"{tuple(x.shape[:-1])} positions of x") from None
+                         f"{tuple(x.shape[:-1])} positions of x")
     compute = torch.float64 if x.dtype == torch.float64 else torch.float32
     return rotate(x, *rotary_cos_sin(positions, d, base, compute))

@@ -38,6 +38,12 @@ def _check_top_k(top_k) -> int | None:
     return None if top_k is None else check_positive_int("top_k", top_k, hint="or None (no filtering)")
 
 
+def _check_generator(generator) -> None:
+    if generator is not None and not isinstance(generator, torch.Generator):  # a seed such as 0 is no generator
+        raise ValueError(f"generator must be a torch.Generator (e.g. torch.Generator().manual_seed(0)) or None, got "
+                         f"{generator!r}")
+
+
 def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
     """``logits`` ``(..., vocab)`` with all but the ``k`` largest of each row set to ``-inf``.
 
@@ -82,7 +88,9 @@ def sampling_probs(logits: torch.Tensor, temperature: float = 1.0, top_k: int | 
     if top_k is not None:
         logits = top_k_filter(logits, top_k)
     shifted = logits - logits.max(dim=-1, keepdim=True).values  # (..., vocab), max 0
-    probs = torch.softmax(shifted / temperature, dim=-1)
+    # a banned token stays banned: its -inf divided by a temperature too large for the dtype (inf in it) is NaN
+    scaled = (shifted / temperature).masked_fill(torch.isneginf(shifted), float("-inf"))
+    probs = torch.softmax(scaled, dim=-1)
     if temperature < torch.finfo(logits.dtype).tiny:  # T may be 0 (or flushed to 0) in this dtype
         maxima = (shifted == 0).to(probs.dtype)  # (..., vocab): the limit T -> 0+ shares the mass among them
         limit = maxima / maxima.sum(dim=-1, keepdim=True)
@@ -103,6 +111,10 @@ def sample_from(probs: torch.Tensor, generator: torch.Generator | None = None) -
         got = f"shape {tuple(probs.shape)}, dtype {probs.dtype}" if isinstance(probs, torch.Tensor) \
             else type(probs).__name__
         raise ValueError(f"probs must be a float tensor (batch, vocab), got {got}")
+    if probs.shape[1] < 1:  # no token to draw: the result was a (batch, 0) tensor, not one index per row
+        raise ValueError(f"probs must hold at least one token per row (batch, vocab >= 1), got shape "
+                         f"{tuple(probs.shape)}")
+    _check_generator(generator)
     if probs.numel() and checks_read_values(probs) and not bool(
             ((probs >= 0) & (probs < float("inf"))).all() & (probs.sum(dim=-1) > 0).all()):
         raise ValueError("probs must be finite and non-negative, with a positive sum in every row")
@@ -131,6 +143,11 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, temperature: floa
         raise ValueError(f"prompt must hold at least one token (e.g. <bos>), got shape {tuple(prompt.shape)}")
     check_non_negative_int("max_new_tokens", max_new_tokens)
     temperature, top_k = _check_temperature(temperature), _check_top_k(top_k)
+    if not isinstance(use_cache, bool):  # a string such as "no" would be truthy
+        raise ValueError(f"use_cache must be True or False, got {use_cache!r}")
+    if not isinstance(return_logits, bool):
+        raise ValueError(f"return_logits must be True or False, got {return_logits!r}")
+    _check_generator(generator)
     tokens, steps_logits, cache = prompt, [], None
     with evaluation_mode(model):
         for _ in range(max_new_tokens):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .checks import check_tokens
+from .checks import check_probability, check_tokens
 
 
 def init_seq2seq(module: nn.Module) -> None:
@@ -130,6 +130,7 @@ class Seq2SeqEncoder(Encoder):
                  bidirectional: bool = False):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, embed_size)
+        check_probability("dropout", dropout)
         self.rnn = nn.GRU(embed_size, num_hiddens, num_layers, dropout=dropout if num_layers > 1 else 0,
                           bidirectional=bidirectional)
         self.apply(init_seq2seq)
@@ -164,6 +165,7 @@ class Seq2SeqDecoder(Decoder):
     def __init__(self, vocab_size: int, embed_size: int, num_hiddens: int, num_layers: int, dropout: float = 0):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, embed_size)
+        check_probability("dropout", dropout)
         self.rnn = nn.GRU(embed_size + num_hiddens, num_hiddens, num_layers, dropout=dropout if num_layers > 1 else 0)
         self.dense = nn.Linear(num_hiddens, vocab_size)
         self.apply(init_seq2seq)

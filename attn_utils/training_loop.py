@@ -154,13 +154,14 @@ def _check_objective(objective: torch.Tensor, step: int) -> None:
                          f"detached (.detach(), .item(), torch.tensor(...)), or with every parameter frozen?")
 
 
-def _as_float(value, name: str, step: int) -> float:
-    """``float(value)``, or a ``ValueError`` naming the recorded value that is not one number."""
+def _as_float(value, name: str, step: int, source: str = "step_loss") -> float:
+    """``float(value)``, or a ``ValueError`` naming the recorded value that is not one number and the function
+    ``source`` that returned it."""
     try:
         return float(value)
     except (TypeError, ValueError, RuntimeError) as err:
         shown = f"shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else repr(value)
-        raise ValueError(f"step_loss's value {name!r} must be a number (or a one-number tensor), got "
+        raise ValueError(f"{source}'s value {name!r} must be a number (or a one-number tensor), got "
                          f"{type(value).__name__} {shown} at step {step}") from err
 
 
@@ -314,7 +315,7 @@ def fit(model: nn.Module, step_loss: Callable[[nn.Module, int], object], *, max_
             if not isinstance(scores, dict):
                 raise ValueError(f"evaluate must return a dict {{name: number}}, got {type(scores).__name__}")
             for name, value in scores.items():
-                history.evals.setdefault(name, []).append(float(value))
+                history.evals.setdefault(name, []).append(_as_float(value, name, step, "evaluate"))
             bar.set_postfix(loss=f"{loss_value:.3f}", **{k: f"{v[-1]:.3g}" for k, v in history.evals.items()},
                             refresh=False)
             model.train()

@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from .causal_attention import causal_self_attention, check_position_scheme, self_attention_context
-from .checks import check_positive_int, check_probability, check_token_ids, check_tokens
+from .checks import autocast_on, check_positive_int, check_probability, check_token_ids, check_tokens
 from .device import model_device
 from .kv_cache import KVCache
 from .multihead import MultiHeadAttention
@@ -248,7 +248,8 @@ def check_cache_fits(stack: nn.Module, cache: KVCache, batch: int) -> None:
     """Raise ``ValueError`` unless ``cache`` is a ``KVCache`` that the decoder stack ``stack`` (see
     ``decode_with_cache``) can extend for ``batch`` rows: keys and values ``(num_blks, batch, kv_heads, P, d /
     heads)`` of this stack, cross-attention keys and values (a translator's) ``(num_blks, batch, heads, S, d /
-    heads)``, on the device of its weights. Reads shapes only (``KVCache.shape`` stacks nothing)."""
+    heads)``, on the device of its weights and (outside autocast) in their dtype. Reads shapes only
+    (``KVCache.shape`` stacks nothing)."""
     if not isinstance(cache, KVCache):
         raise ValueError(f"cache must be a KVCache, got {type(cache).__name__}")
     heads = stack.num_heads
@@ -268,6 +269,10 @@ def check_cache_fits(stack: nn.Module, cache: KVCache, batch: int) -> None:
     if cache.device != device:
         raise ValueError(f"the cache is on {cache.device} but the model on {device}; move the model or make the "
                          f"cache there (model.empty_cache(batch))")
+    dtype = next((p.dtype for p in stack.parameters() if p.is_floating_point()), cache.dtype)
+    if cache.dtype != dtype and not autocast_on(device.type):  # under autocast the keys come in its dtype
+        raise ValueError(f"the cache holds {cache.dtype} keys and values but the model computes in {dtype}; make the "
+                         f"cache with model.empty_cache(batch) (or convert the model)")
 
 
 def decode_with_cache(stack: nn.Module, X: torch.Tensor, cache: KVCache):

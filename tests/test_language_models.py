@@ -264,6 +264,15 @@ def test_generate_at_a_temperature_that_is_zero_in_float32_is_greedy():
     assert torch.equal(tiny, greedy)  # it drew token 29, the last, every time
 
 
+@pytest.mark.parametrize("name, value", [("use_cache", "no"), ("use_cache", 0), ("use_cache", None),
+                                         ("return_logits", "yes"), ("return_logits", 1)])
+def test_generate_refuses_switches_that_are_not_booleans(name, value):
+    """use_cache="no" is a truthy string: it used the cache, the opposite of what was asked."""
+    model = small_lm(dtype=torch.float32)
+    with pytest.raises(ValueError, match=f"{name} must be True or False, got {value!r}"):
+        generate(model, torch.zeros(1, 2, dtype=torch.long), 3, **{name: value})
+
+
 def test_infinite_logits_are_refused_rather_than_sampled_as_nan():
     with pytest.raises(ValueError, match=r"no NaN or \+inf"):
         sampling_probs(torch.tensor([[float("inf"), 0.0, 1.0]]))

@@ -288,10 +288,24 @@ def _layers_with_dropout(p):
     }
 
 
+def _recurrent_models_with_dropout(p):
+    """Chapters 4-7's models: the rate goes to an nn.Dropout or between the layers of a GRU or LSTM."""
+    from attn_utils.luong import LuongDecoder
+    from attn_utils.relation import AttentionBiLSTM
+    from attn_utils.seq2seq import Seq2SeqDecoder, Seq2SeqEncoder
+
+    return {
+        "AttentionBiLSTM": lambda: AttentionBiLSTM(10, 8, 8, 3, dropout=p),
+        "Seq2SeqEncoder": lambda: Seq2SeqEncoder(10, 8, 8, 2, p),
+        "Seq2SeqDecoder": lambda: Seq2SeqDecoder(10, 8, 8, 2, p),
+        "LuongDecoder": lambda: LuongDecoder(10, 8, 8, 2, dropout=p),
+    }
+
+
 @pytest.mark.parametrize("bad", [float("nan"), 1.0, 1.5, -0.1, float("inf"), True, "0.1", None])
 def test_a_dropout_rate_outside_0_1_is_refused_by_every_layer(bad):
     """nn.Dropout took NaN (every activation NaN in training), 1 (every one zero) and True (read as 1)."""
-    for name, make in _layers_with_dropout(bad).items():
+    for name, make in (_layers_with_dropout(bad) | _recurrent_models_with_dropout(bad)).items():
         with pytest.raises(ValueError, match=r"dropout must be a number in \[0, 1\), got"):
             make()
             pytest.fail(f"{name} took dropout={bad!r}")
@@ -302,6 +316,11 @@ def test_dropout_rates_in_0_1_are_kept_as_given():
         for name, make in _layers_with_dropout(p).items():
             rates = {m.p for m in make().modules() if isinstance(m, nn.Dropout)}
             assert rates == {p}, name
+        for name, make in _recurrent_models_with_dropout(p).items():
+            modules = list(make().modules())
+            rates = {m.p for m in modules if isinstance(m, nn.Dropout)} | {
+                m.dropout for m in modules if isinstance(m, nn.RNNBase) and m.num_layers > 1}  # between layers
+            assert p in rates and rates <= {p, 0.0}, name  # 0.0: an attention layer's own dropout
 
 
 @pytest.mark.parametrize("sizes, name", [((0, 8), "ffn_num_hiddens"), ((16, 0), "ffn_num_outputs"),

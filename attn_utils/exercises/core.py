@@ -350,6 +350,11 @@ def run_cases(label: str, fn: Callable, device=None, timeout: float | None = DEF
         device = torch.device("cpu" if device is None else device)
     except (RuntimeError, TypeError) as err:
         raise ValueError(f"device must be a torch.device or a name such as 'cpu' or 'cuda', got {device!r}") from err
+    try:  # a device this machine lacks fails here, not as an AssertionError (an ExerciseFailed look-alike) later
+        torch.empty(0, device=device)
+    except (RuntimeError, AssertionError) as err:
+        raise ValueError(f"device {str(device)!r} is not available on this machine ({err}); leave device out to "
+                         f"check on the CPU") from err
     # TF32 off while the cases are built, run and compared: the check is of the reader's formula, so
     # float32 means float32 on every device, and a correct answer's tolerance is the CPU's.
     with full_float32():
