@@ -228,8 +228,7 @@ class KneserNeyLM:
         """``{word: P(word | context)}`` over the whole vocabulary (sums to 1)."""
         if not self.fitted:
             raise RuntimeError("call fit(sequences) before asking for probabilities")
-        context = self._context(context)
-        return {w: self._prob(w, context, self.order) for w in self.vocab}
+        return dict(zip(self.vocab, self._distribution(self._context(context))))
 
     def _distribution(self, context: tuple) -> list[float]:
         """``P(w | context)`` for every ``w`` of ``vocab``, in its order (``context``: padded, ``order - 1``

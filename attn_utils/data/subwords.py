@@ -28,6 +28,7 @@ from ..checks import check_positive_int
 from .moby_dick import moby_dick_chapters
 
 SPECIAL_TOKENS = ("<pad>", "<bos>", "<mask>")  # ids 0, 1, 2 in both tokenisations
+PAD_ID, BOS_ID, MASK_ID = (SPECIAL_TOKENS.index(t) for t in SPECIAL_TOKENS)
 _SPLIT_OF = {0: "test", 5: "val"}  # the last digit of a chapter's number -> its split
 
 
@@ -61,9 +62,9 @@ class TokenizedText:
     texts: dict[str, list[str]]
     _encode: object = field(repr=False)
     _decode: object = field(repr=False)
-    pad: int = 0
-    bos: int = 1
-    mask: int = 2
+    pad: int = PAD_ID
+    bos: int = BOS_ID
+    mask: int = MASK_ID
 
     def encode(self, text: str) -> list[int]:
         """The token ids of ``text`` (without ``<bos>``)."""
@@ -102,7 +103,7 @@ def bits_per_character(total_nats: float, num_characters: int) -> float:
 
 
 def _as_tensors(splits: dict[str, list[str]], encode) -> dict[str, list[torch.Tensor]]:
-    return {split: [torch.tensor([1] + encode(text)) for text in texts] for split, texts in splits.items()}
+    return {split: [torch.tensor([BOS_ID] + encode(text)) for text in texts] for split, texts in splits.items()}
 
 
 def load_subword_text(vocab_size: int = 2048, min_frequency: int = 2) -> TokenizedText:
