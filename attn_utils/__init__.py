@@ -221,7 +221,6 @@ from .language_models import MaskedLanguageModel as MaskedLanguageModel
 from .language_models import bert_mask as bert_mask
 from .language_models import mask_tokens as mask_tokens
 from .losses import IGNORE_INDEX as IGNORE_INDEX
-from .losses import masked_lm_loss as masked_lm_loss
 from .sampling import generate as generate
 from .sampling import kv_cache_bytes as kv_cache_bytes
 from .sampling import sampling_probs as sampling_probs

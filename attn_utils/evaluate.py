@@ -20,7 +20,8 @@ function reads the model in evaluation mode or without gradients and leaves its 
   over all the tokens of several texts, ``loss_by_position`` how the loss falls as a window's model
   sees more context (``losses_by_window`` keeps every window, for intervals, and
   ``ngram_losses_by_window`` scores an n-gram model on the same windows); for a masked language
-  model, ``hidden_token_scores`` hides each token of a text in turn, in a window around it.
+  model, ``hidden_token_scores`` hides each token of a text in turn, in a window around it
+  (``draw_gaps`` and ``fill_gaps`` do so at random places of several texts).
   ``copy_accuracy`` scores the copying task of ``induction``.
 """
 
@@ -373,6 +374,34 @@ def hidden_token_scores(model: nn.Module, sequence: torch.Tensor, context: int, 
     if not guesses:
         return torch.zeros(0, dtype=torch.long), torch.zeros(0)
     return torch.cat(guesses).cpu(), torch.cat(logprobs).cpu()
+
+
+def draw_gaps(sequences, count: int, seed: int) -> list[tuple[int, int]]:
+    """``count`` gaps ``(sequence, position)`` drawn uniformly over all the tokens of ``sequences`` (1-D
+    token tensors, each starting with ``<bos>``, which is never drawn), with a generator seeded by ``seed``;
+    draws may repeat."""
+    check_positive_int("count", count)
+    lengths = torch.tensor([len(s) - 1 for s in sequences])  # tokens after each <bos>
+    if not len(lengths) or int(lengths.max()) < 1:
+        raise ValueError("sequences must hold at least one token after its <bos> to draw gaps from")
+    draws, gaps = torch.Generator().manual_seed(seed), []
+    for _ in range(count):
+        c = int(torch.multinomial(lengths.double(), 1, generator=draws))
+        gaps.append((c, 1 + int(torch.randint(int(lengths[c]), (1,), generator=draws))))
+    return gaps
+
+
+def fill_gaps(model: nn.Module, sequences, gaps, context: int, mask_id: int,
+              never=()) -> tuple[torch.Tensor, torch.Tensor]:
+    """``hidden_token_scores`` at every gap ``(sequence, position)`` of ``gaps`` (from ``draw_gaps``): the
+    guesses and the log-probabilities of the hidden tokens, each ``(len(gaps),)``, in ``gaps``' order."""
+    guesses, logprobs = torch.empty(len(gaps), dtype=torch.long), torch.empty(len(gaps))
+    for c, sequence in enumerate(sequences):
+        at = [i for i, (chapter, _) in enumerate(gaps) if chapter == c]
+        if at:
+            where = torch.tensor([gaps[i][1] for i in at])
+            guesses[at], logprobs[at] = hidden_token_scores(model, sequence, context, mask_id, never, positions=where)
+    return guesses, logprobs
 
 
 def predict_hidden_tokens(model: nn.Module, sequence: torch.Tensor, context: int, mask_id: int,

@@ -12,7 +12,9 @@ same things the same way (``max_steps``, ``time_budget``, ``lr``, ``warmup``, ``
 * ``train_classifier`` (chapter 7): a classifier on minibatches of examples, with validation
   accuracy; ``train_seeds`` trains one per seed (``SeedRuns``), since a comparison of models rests
   on several;
-* ``train_language_model`` (chapter 11): a language model on the batches of a ``batch_loss``.
+* ``train_language_model`` (chapter 11): a language model on the batches of a ``batch_loss``;
+  ``train_causal_text_lm`` and ``train_masked_text_lm`` are section 11.1's two recipes with it, on
+  random windows of a token stream (the section and ``benchmarks/lm_choices.py`` train with them).
 """
 
 from __future__ import annotations
@@ -24,10 +26,12 @@ import torch
 from torch import nn
 
 from .checks import check_labelled_inputs, check_positive_int
+from .data.windows import random_windows
 from .device import model_device, set_seed
 from .evaluate import accuracy, evaluate_bleu
 from .kernel_regression import NWKernelRegression, leave_one_out_mask
-from .losses import classifier_loss, sequence_loss
+from .language_models import mask_tokens
+from .losses import IGNORE_INDEX, causal_lm_loss, classifier_loss, masked_lm_loss, sequence_loss
 from .training_loop import DIVERGENCE_FACTOR, History, describe_budget, fit
 
 # ---------------------------------------------------------------------------------------------
@@ -280,3 +284,49 @@ def train_language_model(model: nn.Module, batch_loss: Callable[[nn.Module, int]
     """
     return fit(model, batch_loss, max_steps=max_steps, time_budget=time_budget, lr=lr, warmup=warmup, clip=clip,
                betas=betas, progress=progress, desc=desc, **fit_options)
+
+
+def _text_lm_options(lr, warmup, weight_decay) -> dict:
+    """Section 11.1's optimiser for both recipes: AdamW with weight decay, warm-up, linear decay to 0."""
+    return dict(lr=lr, warmup=warmup, optimizer="adamw", weight_decay=weight_decay, progress=False)
+
+
+def train_causal_text_lm(model: nn.Module, stream: torch.Tensor, *, context: int, max_steps: int, seed: int,
+                         pad: int, batch_size: int = 32, lr: float = 3e-3, warmup: int = 100,
+                         weight_decay: float = 0.1, evaluate=None, eval_every: int | None = None) -> History:
+    """Train a ``CausalLanguageModel`` (``model(X)`` returns ``(logits, cache)``) on ``batch_size`` random
+    windows of ``context + 1`` tokens of ``stream`` per step, drawn with a generator seeded by ``seed``:
+    every position predicts the next token (``causal_lm_loss``; ``pad`` targets would not count).
+    ``evaluate`` and ``eval_every`` go to ``fit``. Returns the ``History``; the model ends in eval mode."""
+    device = model_device(model)
+    draws = torch.Generator().manual_seed(seed)
+
+    def step_loss(model, step):
+        batch = random_windows(stream, batch_size, context, draws).to(device)  # (batch, context + 1)
+        return causal_lm_loss(model, batch, pad)
+
+    return train_language_model(model, step_loss, max_steps=max_steps, evaluate=evaluate, eval_every=eval_every,
+                                **_text_lm_options(lr, warmup, weight_decay))
+
+
+def train_masked_text_lm(model: nn.Module, stream: torch.Tensor, *, context: int, max_steps: int, seed: int,
+                         mask_id: int, vocab_size: int, first_token: int, keep: Sequence[int] = (),
+                         mask_rate: float = 0.15, batch_size: int = 32, lr: float = 5e-3, warmup: int = 100,
+                         weight_decay: float = 0.1) -> History:
+    """Train a ``MaskedLanguageModel`` on ``batch_size`` random windows of ``context`` tokens of ``stream``
+    per step, masked anew per batch by ``mask_tokens`` with rate ``mask_rate`` (random replacements from
+    ``first_token`` on; the tokens in ``keep``, e.g. ``<bos>``, are never chosen); the loss is
+    ``masked_lm_loss`` at the chosen positions only. Windows and masks come from one generator seeded
+    by ``seed``. Returns the ``History``; the model ends in eval mode."""
+    device = model_device(model)
+    draws = torch.Generator().manual_seed(seed)
+    kept = torch.tensor(list(keep), dtype=torch.long)
+
+    def step_loss(model, step):
+        windows = random_windows(stream, batch_size, context - 1, draws)  # (batch, context)
+        inputs, labels = mask_tokens(windows, ~torch.isin(windows, kept), mask_id, vocab_size,
+                                     random_low=first_token, mask_prob=mask_rate, generator=draws)
+        inputs, labels = inputs.to(device), labels.to(device)
+        return masked_lm_loss(model(inputs, predict_at=labels != IGNORE_INDEX), labels)
+
+    return train_language_model(model, step_loss, max_steps=max_steps, **_text_lm_options(lr, warmup, weight_decay))

@@ -17,13 +17,12 @@ from attn_utils import (
     generate,
     kv_cache_bytes,
     mask_tokens,
-    masked_lm_loss,
     sampling_probs,
     time_generation,
     train_language_model,
 )
 from attn_utils.kv_cache import KVCache
-from attn_utils.losses import causal_lm_loss
+from attn_utils.losses import causal_lm_loss, masked_lm_loss
 from attn_utils.sampling import sample_from, top_k_filter
 from attn_utils.tolerance import assert_close
 from attn_utils.transformer import make_transformer
