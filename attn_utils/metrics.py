@@ -3,7 +3,9 @@ training history, one number per seed), never of the model itself: ``evaluate`` 
 data to produce what they read.
 
 * Translation: corpus BLEU (as sacrebleu computes it), with several references
-  (``group_references``), a bootstrap interval and per length bucket; d2l's sentence BLEU.
+  (``group_references``), a bootstrap interval and per length bucket; two systems compared by paired
+  bootstrap resampling, each the mean of its runs (seeds), overall or per length bucket; d2l's
+  sentence BLEU.
 * Alignment: the alignment error rate of attention weights against gold word alignments.
 * Classification (chapter 7): SemEval-2010 Task 8's official macro-F1, the evidence hit rate of
   attention weights, and ``steps_to_reach``, when a training run first reached a level.
@@ -22,6 +24,7 @@ import torch
 
 from .checks import check_positive_int, is_finite_number
 from .data.relations import LABELS, relation_type
+from .data.splits import bucket_label, check_buckets, in_bucket
 
 if TYPE_CHECKING:
     from .training_loop import History
@@ -194,26 +197,93 @@ def bleu_by_length(hypotheses, references, lengths, buckets, num_samples: int | 
                    seed: int = 0) -> list[dict]:
     """Corpus BLEU within each length bucket.
 
-    ``buckets`` is a list of ``(low, high)`` inclusive ranges of ``lengths`` (e.g. source lengths).
-    Returns one dict per non-empty bucket: ``{'bucket': 'low-high', 'pairs': n, 'bleu': ...}``; with
-    ``num_samples``, also ``'low'`` and ``'high'``, the bucket's bootstrap 95 % interval
-    (``bootstrap_bleu``): a bucket of a few dozen sentences has a wide one.
+    ``buckets`` is a list of ``(low, high)`` inclusive ranges of ``lengths`` (e.g. source lengths), in
+    increasing order, the last one possibly open (``high=None``, labelled ``'17+'``); a loaded corpus's
+    are ``data.split.buckets``. Returns one dict per non-empty bucket: ``{'bucket': 'low-high', 'pairs':
+    n, 'bleu': ...}``; with ``num_samples``, also ``'low'`` and ``'high'``, the bucket's bootstrap 95 %
+    interval (``bootstrap_bleu``): a bucket of a few dozen sentences has a wide one.
     """
     if not len(hypotheses) == len(references) == len(lengths):
         raise ValueError(f"expected as many hypotheses, references and lengths, got {len(hypotheses)}, "
                          f"{len(references)} and {len(lengths)}")
     rows = []
-    for low, high in buckets:
-        keep = [i for i, n in enumerate(lengths) if low <= n <= high]
+    for bucket in check_buckets(buckets):
+        keep = [i for i, n in enumerate(lengths) if in_bucket(n, bucket)]
         if keep:
-            label = str(low) if low == high else f"{low}-{high}"
             hyps, refs = [hypotheses[i] for i in keep], [references[i] for i in keep]
+            row = {"bucket": bucket_label(bucket), "pairs": len(keep)}
             if num_samples is None:
-                rows.append({"bucket": label, "pairs": len(keep), "bleu": corpus_bleu(hyps, refs)})
+                rows.append({**row, "bleu": corpus_bleu(hyps, refs)})
             else:
                 interval = bootstrap_bleu(hyps, refs, num_samples=num_samples, seed=seed)
-                rows.append({"bucket": label, "pairs": len(keep), "bleu": interval.bleu, "low": interval.low,
-                             "high": interval.high})
+                rows.append({**row, "bleu": interval.bleu, "low": interval.low, "high": interval.high})
+    return rows
+
+
+class BleuDifference(NamedTuple):
+    """BLEU of system A minus system B (each the mean over its runs), its paired bootstrap interval
+    (``low``, ``high``) and ``a_wins``, the share of resamples in which A scored higher."""
+
+    difference: float
+    low: float
+    high: float
+    a_wins: float
+
+
+def _runs(runs, references, what: str) -> list[list]:
+    if isinstance(runs, str) or not runs or any(isinstance(run, str) for run in runs):
+        raise ValueError(f"{what} must be a non-empty list of runs, each a list of hypotheses (one run: [hypotheses])")
+    for run in runs:
+        if len(run) != len(references):
+            raise ValueError(f"every run of {what} needs one hypothesis per reference ({len(references)}), got "
+                             f"{len(run)}")
+    return [list(run) for run in runs]
+
+
+def paired_bootstrap_bleu(runs_a, runs_b, references, num_samples: int = 1000, confidence: float = 0.95,
+                          seed: int = 0, max_order: int = 4) -> BleuDifference:
+    """Paired bootstrap resampling (Koehn, 2004) of two systems on the same test sentences.
+
+    ``runs_a`` and ``runs_b`` are lists of runs (e.g. one per seed), each a list of hypotheses parallel to
+    ``references``; a system's BLEU is the mean of its runs' corpus BLEU. Each resample draws the sentences
+    with replacement once and scores every run of both systems on them, so the interval of the difference
+    reflects which sentences were tested, with the seeds averaged out (their spread is reported apart).
+    """
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be between 0 and 1, got {confidence!r}")
+    check_positive_int("num_samples", num_samples)
+    runs_a, runs_b = _runs(runs_a, references, "runs_a"), _runs(runs_b, references, "runs_b")
+    stats_a = torch.stack([bleu_statistics(run, references, max_order) for run in runs_a])  # (runs, sentences, k)
+    stats_b = torch.stack([bleu_statistics(run, references, max_order) for run in runs_b])
+    picks = torch.randint(len(references), (num_samples, len(references)),
+                          generator=torch.Generator().manual_seed(seed))
+
+    def mean_bleu(stats, rows=None):  # (runs, sentences, k) -> the mean over runs of BLEU on the rows picked
+        sums = stats.sum(dim=1) if rows is None else stats[:, rows].sum(dim=1)  # (runs, k)
+        return fmean(bleu_from_statistics(run, max_order) for run in sums)
+
+    differences = torch.tensor([mean_bleu(stats_a, rows) - mean_bleu(stats_b, rows) for rows in picks],
+                               dtype=torch.float64)
+    tail = (1 - confidence) / 2
+    low, high = torch.quantile(differences, torch.tensor([tail, 1 - tail], dtype=torch.float64)).tolist()
+    return BleuDifference(mean_bleu(stats_a) - mean_bleu(stats_b), low, high, float((differences > 0).double().mean()))
+
+
+def paired_bleu_by_length(runs_a, runs_b, references, lengths, buckets, num_samples: int = 1000,
+                          seed: int = 0) -> list[dict]:
+    """``paired_bootstrap_bleu`` within each length bucket (as ``bleu_by_length`` takes them): one dict per
+    non-empty bucket, ``{'bucket', 'pairs', 'difference', 'low', 'high', 'a_wins'}``."""
+    if len(lengths) != len(references):
+        raise ValueError(f"expected one length per reference ({len(references)}), got {len(lengths)}")
+    runs_a, runs_b = _runs(runs_a, references, "runs_a"), _runs(runs_b, references, "runs_b")
+    rows = []
+    for bucket in check_buckets(buckets):
+        keep = [i for i, n in enumerate(lengths) if in_bucket(n, bucket)]
+        if keep:
+            result = paired_bootstrap_bleu([[run[i] for i in keep] for run in runs_a],
+                                           [[run[i] for i in keep] for run in runs_b],
+                                           [references[i] for i in keep], num_samples=num_samples, seed=seed)
+            rows.append({"bucket": bucket_label(bucket), "pairs": len(keep), **result._asdict()})
     return rows
 
 

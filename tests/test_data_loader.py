@@ -28,6 +28,8 @@ from attn_utils.data import (
     split_by_source,
 )
 from attn_utils.data import cache as cache_module
+from attn_utils.data.loader import TATOEBA_EVAL_BUCKETS
+from attn_utils.data.splits import in_bucket, merge_sparse_buckets
 from attn_utils.data.tatoeba import find_local_copy, read_pairs_text
 
 REAL_FETCH = cache_module.fetch
@@ -193,7 +195,8 @@ def test_tatoeba_from_a_local_copy_end_to_end(tmp_path):
     data = load_translation_data("auto", data_path=tmp_path, num_val=30, num_test=40, seed=0, verbose=False)
     assert data.source == "tatoeba" and data.corpus.malformed == 4
     assert data.sizes() == {"train": 379 - 70, "val": 30, "test": 40}
-    assert all(len(s) <= 8 for s in data.test.src + data.val.src)  # max_eval_len defaults to 8 for Tatoeba
+    # too few pairs for length buckets of 1,000: one bucket of every length
+    assert data.split.buckets == ((1, None),)
     english = [{" ".join(s) for s in getattr(data, name).src} for name in ("train", "val", "test")]
     assert not (english[0] & english[1] or english[0] & english[2] or english[1] & english[2])
     src, dec_input, src_valid_lens, label = data.arrays("train")
@@ -253,18 +256,29 @@ def real_data(real_path):
 def test_real_file_split(real_data):
     corpus, split = real_data.corpus, real_data.split
     assert len(corpus) > 50_000 and corpus.malformed == 0
-    assert real_data.sizes()["test"] == 1000 and real_data.sizes()["val"] == 1000
-    assert real_data.sizes()["train"] == len(corpus) - 2000
+    lengths = [len(s) for s in corpus.src]
+    assert split.buckets == merge_sparse_buckets(lengths, TATOEBA_EVAL_BUCKETS, 1000)
+    if max(lengths) >= 17 and sum(n >= 17 for n in lengths) >= 1000:  # d2l's full file
+        assert split.buckets == TATOEBA_EVAL_BUCKETS
+        assert real_data.sizes()["test"] == 1200 and real_data.sizes()["val"] == 1000
+        for bucket in TATOEBA_EVAL_BUCKETS:
+            assert sum(in_bucket(len(corpus.src[i]), bucket) for i in split.test) == 300
+    else:  # the short local subset: one bucket, 1,000 of each
+        assert split.buckets == ((1, None),)
+        assert real_data.sizes()["test"] == 1000 and real_data.sizes()["val"] == 1000
+    held_out = real_data.sizes()["test"] + real_data.sizes()["val"]
+    assert real_data.sizes()["train"] == len(corpus) - held_out
     english = [{" ".join(corpus.src[i]) for i in getattr(split, s)} for s in ("train", "val", "test")]
     assert not (english[0] & english[1] or english[0] & english[2] or english[1] & english[2])
-    assert max(len(corpus.src[i]) for i in split.test) <= 8
     # sampled, not sliced: the file is sorted by length, and the test set spans it
     assert split.test[-1] - split.test[0] > len(corpus) // 2
     lengths = {len(corpus.src[i]) for i in split.test}
     assert {3, 4, 5, 6, 7, 8} <= lengths  # (only 36 English sentences have 2 tokens)
-    again = split_by_source(corpus, 1000, 1000, max_eval_len=8, seed=0)
+    sizes = real_data.sizes()
+    again = split_by_source(corpus, sizes["val"], sizes["test"], max_eval_len=None, seed=0, buckets=split.buckets)
     assert again == split
-    assert split_by_source(corpus, 1000, 1000, max_eval_len=8, seed=1).test != split.test
+    assert split_by_source(corpus, sizes["val"], sizes["test"], max_eval_len=None, seed=1,
+                           buckets=split.buckets).test != split.test
 
 
 def test_real_file_tokens_equal_d2ls(d2l, real_path):
@@ -279,7 +293,10 @@ def test_real_file_tokens_equal_d2ls(d2l, real_path):
 
 
 def test_real_file_vocab_sizes(real_data):
-    assert 4000 < len(real_data.src_vocab) < 8000 and 7000 < len(real_data.tgt_vocab) < 13000
+    if len(real_data.corpus) > 150_000:  # d2l's full file
+        assert 8000 < len(real_data.src_vocab) < 12000 and 14000 < len(real_data.tgt_vocab) < 21000
+    else:
+        assert 4000 < len(real_data.src_vocab) < 8000 and 7000 < len(real_data.tgt_vocab) < 13000
     assert real_data.tgt_vocab.unk == 3
 
 
@@ -314,3 +331,38 @@ def test_split_sizes_and_lengths_of_the_wrong_kind_are_named():
                                              rf"length\), got {bad!r}"):
             split_by_source(corpus, 10, 10, max_eval_len=bad)
     assert len(split_by_source(corpus, 10, 10, num_train=1, max_eval_len=None).train) == 1
+
+
+def _long_fra_text() -> str:
+    """Tatoeba-like lines whose English runs from 2 to 20 tokens, 1,100 pairs in each of the four default buckets."""
+    lines = []
+    for low, high in ((2, 8), (9, 12), (13, 16), (17, 20)):
+        for k in range(1100):
+            n = low + k % (high - low + 1)
+            lines.append(" ".join(f"w{k}" if i == 0 else f"v{i}" for i in range(n - 1)).capitalize() + f".\tF{k} {n}.")
+    return "\n".join(lines) + "\n"
+
+
+def test_tatoeba_held_out_pairs_are_stratified_by_english_length(tmp_path):
+    write_fra(tmp_path, text=_long_fra_text())
+    data = load_translation_data("tatoeba", data_path=tmp_path, verbose=False)
+    assert data.split.buckets == TATOEBA_EVAL_BUCKETS == ((1, 8), (9, 12), (13, 16), (17, None))
+    assert data.sizes() == {"train": 4400 - 2200, "val": 1000, "test": 1200}
+    for bucket in TATOEBA_EVAL_BUCKETS:
+        assert sum(in_bucket(len(s), bucket) for s in data.test.src) == 300
+        assert sum(in_bucket(len(s), bucket) for s in data.val.src) == 250
+    # asked sizes are shared equally; explicit buckets, a cap, or neither
+    shared = load_translation_data("tatoeba", data_path=tmp_path, num_val=40, num_test=80, verbose=False)
+    assert [sum(in_bucket(len(s), b) for s in shared.test.src) for b in TATOEBA_EVAL_BUCKETS] == [20] * 4
+    two = load_translation_data("tatoeba", data_path=tmp_path, eval_buckets=[(1, 12), (13, None)], num_val=10,
+                                num_test=20, verbose=False)
+    assert two.split.buckets == ((1, 12), (13, None)) and sum(len(s) >= 13 for s in two.test.src) == 10
+    capped = load_translation_data("tatoeba", data_path=tmp_path, max_eval_len=8, num_val=100, num_test=200,
+                                   verbose=False)
+    assert capped.split.buckets == ((1, 8),) and max(len(s) for s in capped.test.src) <= 8
+    anything = load_translation_data("tatoeba", data_path=tmp_path, eval_buckets=None, verbose=False)
+    assert anything.split.buckets == ((1, None),) and anything.sizes()["test"] == 1000
+    with pytest.raises(ValueError, match="either max_eval_len or eval_buckets"):
+        load_translation_data("tatoeba", data_path=tmp_path, max_eval_len=8, eval_buckets=[(1, 8)], verbose=False)
+    with pytest.raises(ValueError, match="increasing order"):
+        load_translation_data("tatoeba", data_path=tmp_path, eval_buckets=[(9, 12), (1, 8)], verbose=False)

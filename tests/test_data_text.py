@@ -196,3 +196,75 @@ def test_split_is_disjoint_by_english_and_reproducible():
         split_by_source(corpus, 40, 50, num_train=10**6)
     with pytest.raises(ValueError, match="num_val must be a non-negative integer, got -1"):
         split_by_source(corpus, -1, 50)
+
+
+def _long_corpus():
+    """A corpus whose English runs from 2 to 24 tokens, 40 sentences of each length, some with two French
+    translations (the second share the English, so they must land in the same split)."""
+    lines = []
+    for n in range(2, 25):
+        for k in range(40):
+            english = " ".join(f"w{n}x{k}y{i}" for i in range(n - 1)) + "."
+            lines.append(f"{english}\tf{n} {k}.")
+            if k % 5 == 0:
+                lines.append(f"{english}\tg{n} {k}.")
+    return parse_pairs("\n".join(lines) + "\n")
+
+
+def test_stratified_split_draws_equal_shares_from_each_bucket():
+    corpus = _long_corpus()
+    buckets = ((1, 8), (9, 12), (13, 16), (17, None))
+    split = split_by_source(corpus, num_val=41, num_test=82, max_eval_len=None, seed=0, buckets=buckets)
+    assert split.buckets == buckets and split.sizes()["test"] == 82 and split.sizes()["val"] == 41
+    assert sorted(split.train + split.val + split.test) == list(range(len(corpus)))
+    for indices, shares in ((split.test, [21, 21, 20, 20]), (split.val, [11, 10, 10, 10])):
+        lengths = [len(corpus.src[i]) for i in indices]
+        counts = [sum(low <= n and (high is None or n <= high) for n in lengths) for low, high in buckets]
+        assert counts == shares  # equal_shares: the first buckets take the remainder
+    train, val, test = (_english(corpus, getattr(split, s)) for s in ("train", "val", "test"))
+    assert not (train & val or train & test or val & test)
+    assert max(len(corpus.src[i]) for i in split.test) > 17  # the open bucket reaches the longest
+    assert split_by_source(corpus, 41, 82, None, None, 0, buckets=buckets) == split
+    assert split_by_source(corpus, 41, 82, None, None, 1, buckets=buckets).test != split.test
+    # one bucket (1, k) is the capped split, pair for pair
+    assert split_by_source(corpus, 41, 82, max_eval_len=None, buckets=[(1, 8)]) == \
+        split_by_source(corpus, 41, 82, max_eval_len=8)
+    # sentences in no bucket train only
+    gap = split_by_source(corpus, 10, 10, max_eval_len=None, buckets=[(3, 4), (10, 11)])
+    assert {len(corpus.src[i]) for i in gap.test + gap.val} <= {3, 4, 10, 11}
+    with pytest.raises(ValueError, match=r"cannot fill a test set of 200 pairs .*\(English of 9-12 tokens\)"):
+        split_by_source(corpus, 0, 800, max_eval_len=None, buckets=buckets)
+
+
+@pytest.mark.parametrize("buckets, message", [
+    ([], "at least one"),
+    ([(1, 8), (8, 12)], "without overlap"),
+    ([(1, None), (9, 12)], "only the last one open"),
+    ([(0, 8)], "positive"),
+    ([(5, 3)], "increasing"),
+    ([(1, 8.5)], "integer"),
+    ([(True, 8)], "integer"),
+    ("1-8", "pairs"),
+    ([(1, 2, 3)], "pairs"),
+])
+def test_buckets_that_are_not_ordered_ranges_are_named(buckets, message):
+    corpus = _long_corpus()
+    with pytest.raises(ValueError, match=message):
+        split_by_source(corpus, 10, 10, max_eval_len=None, buckets=buckets)
+
+
+def test_a_cap_and_buckets_together_are_refused():
+    with pytest.raises(ValueError, match="either max_eval_len or buckets"):
+        split_by_source(_long_corpus(), 10, 10, max_eval_len=8, buckets=[(1, 8)])
+
+
+def test_sparse_buckets_join_the_one_before():
+    from attn_utils.data.splits import bucket_label, merge_sparse_buckets
+
+    lengths = [3] * 50 + [10] * 5 + [14] * 30 + [20] * 2
+    buckets = ((1, 8), (9, 12), (13, 16), (17, None))
+    assert merge_sparse_buckets(lengths, buckets, 10) == ((1, 12), (13, None))
+    assert merge_sparse_buckets(lengths, buckets, 1) == buckets
+    assert merge_sparse_buckets(lengths, buckets, 1000) == ((1, None),)
+    assert merge_sparse_buckets([20] * 30, buckets, 10) == ((1, None),)  # an empty first bucket joins the next
+    assert [bucket_label(b) for b in ((1, 8), (5, 5), (17, None))] == ["1-8", "5", "17+"]

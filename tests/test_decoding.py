@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 import torch
 
 from attn_utils.decoding import beam_search, decode, greedy_decode
 from attn_utils.evaluate import bleu_report, evaluate_bleu, translate, translate_split
-from attn_utils.metrics import bleu_by_length, bootstrap_bleu, corpus_bleu, group_references
+from attn_utils.metrics import (
+    bleu_by_length,
+    bootstrap_bleu,
+    corpus_bleu,
+    group_references,
+    paired_bleu_by_length,
+    paired_bootstrap_bleu,
+)
 from attn_utils.seq2seq import Decoder, Encoder, EncoderDecoder, make_seq2seq
 
 PAD, BOS, EOS, UNK, A, B = range(6)
@@ -201,3 +209,70 @@ def test_bleu_report_scores_single_and_all_references_with_intervals(tmp_path):
     assert report["multi_low"] <= report["multi_bleu"] <= report["multi_high"]
     with pytest.raises(ValueError, match="references must be 'single' or 'all', got 'both'"):
         evaluate_bleu(model, data, "test", references="both")
+
+
+def test_bleu_by_length_with_an_open_last_bucket():
+    hyps = ["a b c d", "a b c d e", "x y z w", "a b c d e f g h i"]
+    refs = ["a b c d", "a b c d e", "a b c d", "a b c d e f g h i"]
+    rows = bleu_by_length(hyps, refs, [3, 5, 5, 20], [(1, 3), (4, 8), (9, None)])
+    assert [(r["bucket"], r["pairs"]) for r in rows] == [("1-3", 1), ("4-8", 2), ("9+", 1)]
+    assert rows[2]["bleu"] == pytest.approx(100.0)
+    with pytest.raises(ValueError, match="increasing order"):
+        bleu_by_length(hyps, refs, [3, 5, 5, 20], [(4, 8), (1, 3)])
+
+
+def _systems(seed=0, sentences=60):
+    rng = random.Random(seed)
+    refs = [" ".join(rng.choice("abcdefghij") for _ in range(rng.randint(3, 14))) for _ in range(sentences)]
+
+    def noisy(p):
+        return [" ".join(w if rng.random() > p else "z" for w in r.split()) for r in refs]
+
+    return refs, [noisy(0.15) for _ in range(3)], [noisy(0.3) for _ in range(2)]
+
+
+def test_paired_bootstrap_is_corpus_bleu_on_each_resample():
+    refs, runs_a, runs_b = _systems()
+    result = paired_bootstrap_bleu(runs_a, runs_b, refs, num_samples=50, seed=4)
+    # the same resamples, each scored from scratch with corpus_bleu (itself checked against sacrebleu)
+    picks = torch.randint(len(refs), (50, len(refs)), generator=torch.Generator().manual_seed(4))
+
+    def mean_bleu(runs, rows):
+        return sum(corpus_bleu([run[i] for i in rows], [refs[i] for i in rows]) for run in runs) / len(runs)
+
+    differences = [mean_bleu(runs_a, rows) - mean_bleu(runs_b, rows) for rows in picks.tolist()]
+    differences = torch.tensor(differences, dtype=torch.float64)
+    expected_low, expected_high = torch.quantile(differences, torch.tensor([0.025, 0.975], dtype=torch.float64))
+    full = sum(corpus_bleu(r, refs) for r in runs_a) / 3 - sum(corpus_bleu(r, refs) for r in runs_b) / 2
+    assert result.difference == pytest.approx(full)
+    assert (result.low, result.high) == pytest.approx((float(expected_low), float(expected_high)))
+    assert result.a_wins == pytest.approx(float((differences > 0).double().mean()))
+    assert 0 < result.low < result.difference < result.high and result.a_wins == 1.0
+    swapped = paired_bootstrap_bleu(runs_b, runs_a, refs, num_samples=50, seed=4)
+    assert swapped.difference == pytest.approx(-result.difference) and swapped.a_wins == 0.0
+    same = paired_bootstrap_bleu(runs_a, runs_a, refs, num_samples=20)
+    assert same.difference == same.low == same.high == 0.0 and same.a_wins == 0.0
+
+
+def test_paired_bleu_by_length_is_the_paired_test_within_each_bucket():
+    refs, runs_a, runs_b = _systems(seed=1, sentences=80)
+    lengths = [len(r.split()) for r in refs]
+    rows = paired_bleu_by_length(runs_a, runs_b, refs, lengths, [(1, 8), (9, None)], num_samples=40, seed=2)
+    assert [r["bucket"] for r in rows] == ["1-8", "9+"] and sum(r["pairs"] for r in rows) == 80
+    long = [i for i, n in enumerate(lengths) if n >= 9]
+    expected = paired_bootstrap_bleu([[run[i] for i in long] for run in runs_a],
+                                     [[run[i] for i in long] for run in runs_b], [refs[i] for i in long],
+                                     num_samples=40, seed=2)
+    assert rows[1]["pairs"] == len(long)
+    assert (rows[1]["difference"], rows[1]["low"], rows[1]["high"]) == pytest.approx(expected[:3])
+
+
+@pytest.mark.parametrize("runs_a, message", [
+    (["a b c"], "list of runs"),
+    ("a b c", "list of runs"),
+    ([], "list of runs"),
+    ([["a b"]], "one hypothesis per reference"),
+])
+def test_paired_bootstrap_refuses_runs_of_the_wrong_form(runs_a, message):
+    with pytest.raises(ValueError, match=message):
+        paired_bootstrap_bleu(runs_a, [["a b c", "d e f"]], ["a b c", "d e f"])

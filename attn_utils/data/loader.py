@@ -19,14 +19,19 @@ import torch
 from .batching import BucketBatchSampler, build_array
 from .bundled import BUNDLED, load_bundled
 from .dates import tokenize_date
-from .splits import Split, split_by_source
+from .splits import Split, check_buckets, merge_sparse_buckets, split_by_source
 from .tatoeba import DATA_ENV_VAR, TatoebaUnavailable, load_tatoeba
 from .text import ParallelCorpus, preprocess, tokenize
 from .vocab import RESERVED_TOKENS, Vocab
 
 SOURCES = ("auto", "tatoeba", "grammar", "dates")
 SPLITS = ("train", "val", "test")
-TATOEBA_EVAL_SIZE, TATOEBA_MAX_EVAL_LEN = 1000, 8
+#: English lengths (tokens; punctuation counts, ``<eos>`` does not) of Tatoeba's held-out buckets
+TATOEBA_EVAL_BUCKETS = ((1, 8), (9, 12), (13, 16), (17, None))
+#: Tatoeba's held-out pairs per bucket: test and validation
+TATOEBA_TEST_PER_BUCKET, TATOEBA_VAL_PER_BUCKET = 300, 200
+#: held-out pairs of each set when the lengths are capped instead (``max_eval_len``)
+TATOEBA_EVAL_SIZE = 1000
 
 
 @dataclass
@@ -171,19 +176,37 @@ def fallback_banner(reason: str, pairs: int) -> str:
         rule])
 
 
+def _eval_buckets(corpus: ParallelCorpus, tatoeba: bool, max_eval_len, eval_buckets):
+    """The length buckets of the held-out pairs, or None for one draw capped by ``max_eval_len``."""
+    if eval_buckets != "auto":
+        if eval_buckets is not None and max_eval_len not in ("auto", None):
+            raise ValueError(f"give either max_eval_len or eval_buckets, not both: got max_eval_len={max_eval_len!r} "
+                             f"and eval_buckets={eval_buckets!r}")
+        return None if eval_buckets is None else check_buckets(eval_buckets)
+    if not tatoeba or max_eval_len != "auto":
+        return None
+    needed = 2 * (TATOEBA_TEST_PER_BUCKET + TATOEBA_VAL_PER_BUCKET)  # held out, and as many left to train on
+    return merge_sparse_buckets([len(s) for s in corpus.src], TATOEBA_EVAL_BUCKETS, needed)
+
+
 def load_translation_data(source: str = "auto", *, data_path: str | os.PathLike | None = None,
                           num_steps: int | None = None, min_freq: int = 2, num_train: int | None = None,
                           num_val: int | None = None, num_test: int | None = None,
-                          max_eval_len: int | None | str = "auto", seed: int = 0, num_examples: int | None = None,
-                          cache_dir: str | os.PathLike | None = None, verbose: bool = True) -> TranslationData:
+                          max_eval_len: int | None | str = "auto", eval_buckets="auto", seed: int = 0,
+                          num_examples: int | None = None, cache_dir: str | os.PathLike | None = None,
+                          verbose: bool = True) -> TranslationData:
     """Load a translation corpus, split it and build vocabularies (see the module docstring).
 
     * ``data_path``: a local copy of the Tatoeba pairs (else ``ATTN_UTILS_DATA``, else the cache
       and a download).
-    * Splits (by English string, sampled with ``seed``): Tatoeba defaults to 1,000 validation and
-      1,000 test pairs whose English has at most 8 tokens (``max_eval_len='auto'``) (punctuation counts;
-      ``<eos>`` does not); the bundled corpora to 10% each, of any length (``max_eval_len=None``).
-      ``num_train`` samples that many of the remaining pairs (default: all of them).
+    * Splits (by English string, sampled with ``seed``): Tatoeba's held-out pairs are stratified by
+      English length (``eval_buckets='auto'``: ``TATOEBA_EVAL_BUCKETS``, 1-8, 9-12, 13-16 and 17 or more
+      tokens, punctuation counting and ``<eos>`` not), 300 test and 200 validation pairs from each
+      bucket; a bucket the file holds fewer than 1,000 pairs of joins the one before it (``eval_buckets``
+      names other buckets; ``num_test`` and ``num_val`` are then shared equally among them).
+      ``max_eval_len=k`` draws 1,000 of each from the sentences of at most k tokens instead, unstratified.
+      The bundled corpora hold out 10% each, of any length. ``num_train`` samples that many of the
+      remaining pairs (default: all of them). ``data.split.buckets`` gives the buckets used.
     * Vocabularies are built on the training pairs only, keeping tokens seen ``min_freq`` times,
       with ``<pad>`` = 0, ``<bos>`` = 1, ``<eos>`` = 2, ``<unk>`` = 3.
     * ``num_steps``: length of the padded arrays (sentences with ``<eos>`` are truncated to it);
@@ -193,16 +216,20 @@ def load_translation_data(source: str = "auto", *, data_path: str | os.PathLike 
     requested = source
     source, corpus = _load_corpus(source, data_path, cache_dir, num_examples, verbose)
     tatoeba = source == "tatoeba"
-    if num_val is None:
-        num_val = TATOEBA_EVAL_SIZE if tatoeba else len(corpus) // 10
-    if num_test is None:
-        num_test = TATOEBA_EVAL_SIZE if tatoeba else len(corpus) // 10
+    buckets = _eval_buckets(corpus, tatoeba, max_eval_len, eval_buckets)
+    if buckets is not None or max_eval_len == "auto":
+        max_eval_len = None
+    defaults = {"num_val": TATOEBA_VAL_PER_BUCKET, "num_test": TATOEBA_TEST_PER_BUCKET}
+    if tatoeba and buckets is not None and eval_buckets == "auto":  # per bucket, and never fewer in all than capped
+        defaults = {k: max(TATOEBA_EVAL_SIZE, share * len(buckets)) for k, share in defaults.items()}
+    else:
+        defaults = dict.fromkeys(defaults, TATOEBA_EVAL_SIZE if tatoeba else len(corpus) // 10)
+    num_val = defaults["num_val"] if num_val is None else num_val
+    num_test = defaults["num_test"] if num_test is None else num_test
     if requested == "auto" and not tatoeba and num_train is not None:
         # fell back to the small bundled corpus: a Tatoeba-sized num_train takes what it has
         num_train = min(num_train, max(0, len(corpus) - num_val - num_test))
-    if max_eval_len == "auto":
-        max_eval_len = TATOEBA_MAX_EVAL_LEN if tatoeba else None
-    split = split_by_source(corpus, num_val, num_test, num_train, max_eval_len, seed)
+    split = split_by_source(corpus, num_val, num_test, num_train, max_eval_len, seed, buckets=buckets)
     if not split.train:  # vocabularies of the 4 reserved tokens, and a trainer with nothing to learn from
         raise ValueError(f"the training set is empty: num_train={num_train!r} of the {len(corpus):,} pairs of "
                          f"{source!r} ({num_val:,} for validation, {num_test:,} for test); ask for num_train > 0, "
