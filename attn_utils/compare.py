@@ -99,12 +99,13 @@ def train_recipe(name: str, data, *, max_steps: int = BOOK_STEPS, seed: int = 0,
 
 
 def train_and_score(name: str, data, *, seed: int = 0, split: str = "test", num_samples: int | None = None,
-                    **kwargs) -> tuple[EncoderDecoder, dict]:
+                    keep_hypotheses: bool = False, **kwargs) -> tuple[EncoderDecoder, dict]:
     """Build, train (``build_and_train(name, data, seed=seed, **kwargs)``) and score one model: ``(model, row)``.
 
-    With ``num_samples``, the row also holds ``bleu_report``'s bootstrap intervals and multi-reference
-    BLEU, and, when validation BLEU was measured (``eval_points``), the learning ``curve``: steps,
-    seconds of training and validation BLEU at each evaluation.
+    With ``num_samples``, the row also holds ``bleu_report``'s bootstrap intervals, multi-reference BLEU and
+    BLEU in each of the split's length buckets (``by_length``; ``data.split.buckets``), the ``hypotheses``
+    too with ``keep_hypotheses``, and, when validation BLEU was measured (``eval_points``), the learning
+    ``curve``: steps, seconds of training and validation BLEU at each evaluation.
     """
     model, history = build_and_train(name, data, seed=seed, **kwargs)
     batch_size = kwargs.get("batch_size", 128)
@@ -120,7 +121,8 @@ def train_and_score(name: str, data, *, seed: int = 0, split: str = "test", num_
     if num_samples is None:
         row["bleu"] = evaluate_bleu(model, data, split)
     else:  # one decoding of the split gives BLEU, its interval and multi-reference BLEU
-        row.update(seed=seed, **bleu_report(model, data, split, num_samples=num_samples, seed=seed))
+        row.update(seed=seed, **bleu_report(model, data, split, num_samples=num_samples, seed=seed,
+                                            buckets=data.split.buckets, keep_hypotheses=keep_hypotheses))
         steps, bleus = history.curve("val_bleu") if "val_bleu" in history.evals else ([], [])
         row["curve"] = {"steps": list(steps), "seconds": [history.seconds[s - 1] for s in steps],
                         "val_bleu": list(bleus)}

@@ -39,7 +39,7 @@ from torch import nn
 from .checks import check_labelled_inputs, check_positive_int, check_stream
 from .decoding import decode
 from .device import model_device
-from .metrics import attention_aer, bootstrap_bleu, corpus_bleu, group_references
+from .metrics import attention_aer, bleu_by_length, bootstrap_bleu, corpus_bleu, group_references
 from .modes import evaluation_mode
 
 if TYPE_CHECKING:
@@ -118,20 +118,30 @@ def evaluate_bleu(model, data, split: str = "test", references: str = "single", 
     return corpus_bleu(hypotheses, refs)
 
 
-def bleu_report(model, data, split: str = "test", num_samples: int = 1000, seed: int = 0, **kwargs) -> dict:
+def bleu_report(model, data, split: str = "test", num_samples: int = 1000, seed: int = 0, buckets=None,
+                keep_hypotheses: bool = False, **kwargs) -> dict:
     """Single- and multi-reference BLEU on ``split`` with bootstrap 95 % intervals (``bootstrap_bleu``).
 
     Returns ``{"bleu", "bleu_low", "bleu_high", "multi_bleu", "multi_low", "multi_high", "pairs",
     "sentences"}``: ``pairs`` scored with one reference each, ``sentences`` distinct English sentences
-    scored against all their references. The model translates each sentence once for both.
+    scored against all their references. The model translates each sentence once for both. With
+    ``buckets`` (English length ranges, e.g. ``data.split.buckets``), also ``"by_length"``: single-reference
+    BLEU with its interval in each bucket (``bleu_by_length``); with ``keep_hypotheses``, ``"hypotheses"``,
+    one per pair of the split in order, for paired comparisons (``metrics.paired_bootstrap_bleu``).
     """
     hypotheses, refs = translate_split(model, data, split, **kwargs)
     single = bootstrap_bleu(hypotheses, refs, num_samples, seed=seed)
     grouped_hyps, grouped_refs = group_references(hypotheses, refs, [" ".join(s) for s in data.pairs(split).src])
     multi = bootstrap_bleu(grouped_hyps, grouped_refs, num_samples, seed=seed)
-    return {"bleu": single.bleu, "bleu_low": single.low, "bleu_high": single.high, "multi_bleu": multi.bleu,
-            "multi_low": multi.low, "multi_high": multi.high, "pairs": len(hypotheses),
-            "sentences": len(grouped_hyps)}
+    report = {"bleu": single.bleu, "bleu_low": single.low, "bleu_high": single.high, "multi_bleu": multi.bleu,
+              "multi_low": multi.low, "multi_high": multi.high, "pairs": len(hypotheses),
+              "sentences": len(grouped_hyps)}
+    if buckets is not None:
+        lengths = [len(s) for s in data.pairs(split).src]
+        report["by_length"] = bleu_by_length(hypotheses, refs, lengths, buckets, num_samples=num_samples, seed=seed)
+    if keep_hypotheses:
+        report["hypotheses"] = hypotheses
+    return report
 
 
 @torch.no_grad()

@@ -5,7 +5,10 @@ curves of every model come from the benchmark's file, ``benchmarks/results/trans
 ``load_translator_results`` finds it in the repository (from the working directory upwards) or, where
 the course was installed without the repository (Colab), downloads it from the repository;
 ``check_translator_results`` validates its schema, ``summarize_runs`` gives one row per model (mean,
-min and max over seeds) and ``format_summary`` prints them.
+min and max over seeds) and ``format_summary`` prints them; ``summarize_by_length`` and
+``format_by_length`` do the same for BLEU in each English length bucket of the test set, and
+``compare_stored`` compares two models bucket by bucket with paired bootstrap resampling of the stored
+test translations.
 
 The other benchmarks store one run each, labelled with its device (``benchmarks/results/*_cuda*.json``:
 chapter 8's layer costs, chapter 9's multi-head attention, section 11's caches, memory and kernels);
@@ -20,7 +23,7 @@ import statistics
 import urllib.request
 from pathlib import Path
 
-from .metrics import spread
+from .metrics import paired_bleu_by_length, paired_bootstrap_bleu, spread
 
 RESULTS_FILE = "translators_cpu.json"
 RESULTS_URL = "https://raw.githubusercontent.com/attention-course/attention-course/main/benchmarks/results/"
@@ -107,6 +110,9 @@ def check_translator_results(record: dict, origin: str = "the record") -> None:
         if not run["bleu_low"] <= run["bleu"] <= run["bleu_high"]:
             raise ValueError(f"{origin}: run {k} ({run['model']!r}): BLEU {run['bleu']} lies outside its interval "
                              f"[{run['bleu_low']}, {run['bleu_high']}]")
+        if "hypotheses" in run and len(run["hypotheses"]) != len(record.get("test_set", {}).get("references", ())):
+            raise ValueError(f"{origin}: run {k} ({run['model']!r}) holds {len(run['hypotheses'])} test translations "
+                             f"for {len(record.get('test_set', {}).get('references', ()))} stored references")
 
 
 def _spread(values: list[float]) -> dict:
@@ -153,6 +159,67 @@ def format_summary(rows: list[dict]) -> str:
                      f"{bleu['mean']:>7.1f} ({bleu['min']:4.1f}-{bleu['max']:4.1f}) {low:>6.1f}-{high:<5.1f} "
                      f"{multi['mean']:>9.1f} {aer:>21} {r['parameters']:>10,} {r['seconds']['mean']:>7.0f}")
     return "\n".join(lines)
+
+
+def _runs_of(record: dict, name: str, need: str) -> list[dict]:
+    runs = [run for run in record["runs"] if run["model"] == name]
+    if not runs:
+        raise ValueError(f"no stored run of {name!r}; the file has {sorted({r['model'] for r in record['runs']})}")
+    if any(need not in run for run in runs):
+        raise ValueError(f"the stored runs of {name!r} hold no {need!r}: the file predates it, rerun "
+                         "benchmarks/compare_translators.py")
+    return runs
+
+
+def summarize_by_length(record: dict, models=None) -> list[dict]:
+    """One row per model and length bucket of the test set: ``{"model", "bucket", "pairs", "bleu"}`` with
+    ``bleu`` the mean / min / max over the seeds, and ``"interval"``, the mean of the seeds' bootstrap 95 %
+    intervals (``by_length`` of each run)."""
+    names = models or list(dict.fromkeys(run["model"] for run in record["runs"]))
+    rows = []
+    for name in names:
+        runs = _runs_of(record, name, "by_length")
+        for i, bucket in enumerate(runs[0]["by_length"]):
+            cells = [run["by_length"][i] for run in runs]
+            rows.append({"model": name, "bucket": bucket["bucket"], "pairs": bucket["pairs"],
+                         "bleu": _spread([c["bleu"] for c in cells]),
+                         "interval": (statistics.fmean(c["low"] for c in cells),
+                                      statistics.fmean(c["high"] for c in cells))})
+    return rows
+
+
+def format_by_length(rows: list[dict]) -> str:
+    """``summarize_by_length``'s rows as a table: one line per model, one column per bucket, each test BLEU as
+    mean (min-max) over the seeds."""
+    buckets = list(dict.fromkeys(r["bucket"] for r in rows))
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    pairs = {r["bucket"]: r["pairs"] for r in rows}
+    width = max([15, *(len(m) for m in models)])
+    lines = [f"{'English tokens':<{width}} " + " ".join(f"{b:>17}" for b in buckets),
+             f"{'test pairs':<{width}} " + " ".join(f"{pairs[b]:>17}" for b in buckets)]
+    for model in models:
+        cells = {r["bucket"]: r["bleu"] for r in rows if r["model"] == model}
+        lines.append(f"{model:<{width}} " + " ".join(
+            f"{cells[b]['mean']:>5.1f} ({cells[b]['min']:4.1f}-{cells[b]['max']:4.1f})" if b in cells else f"{'-':>17}"
+            for b in buckets))
+    return "\n".join(lines)
+
+
+def compare_stored(record: dict, model_a: str, model_b: str, num_samples: int = 1000, seed: int = 0) -> list[dict]:
+    """``model_a`` against ``model_b`` on the stored test set, each the mean BLEU of its seeds: paired bootstrap
+    resampling of the stored translations (``metrics.paired_bootstrap_bleu``) over the whole test set (bucket
+    ``"all"``) and within each length bucket. One dict per row: ``{"bucket", "pairs", "difference", "low",
+    "high", "a_wins"}`` (difference = BLEU of A minus B)."""
+    if "test_set" not in record:
+        raise ValueError("the stored comparison holds no test set ('test_set'): rerun "
+                         "benchmarks/compare_translators.py")
+    references, lengths = record["test_set"]["references"], record["test_set"]["lengths"]
+    runs_a = [run["hypotheses"] for run in _runs_of(record, model_a, "hypotheses")]
+    runs_b = [run["hypotheses"] for run in _runs_of(record, model_b, "hypotheses")]
+    overall = paired_bootstrap_bleu(runs_a, runs_b, references, num_samples=num_samples, seed=seed)
+    buckets = [(low, high) for low, high in record["corpus"]["buckets"]]
+    return [{"bucket": "all", "pairs": len(references), **overall._asdict()},
+            *paired_bleu_by_length(runs_a, runs_b, references, lengths, buckets, num_samples=num_samples, seed=seed)]
 
 
 def plot_curves(record: dict, models=None, x: str = "steps", ax=None):

@@ -207,6 +207,12 @@ def test_bleu_report_scores_single_and_all_references_with_intervals(tmp_path):
     assert report["multi_bleu"] == pytest.approx(evaluate_bleu(model, data, "test", references="all"))
     assert report["bleu_low"] <= report["bleu"] <= report["bleu_high"]
     assert report["multi_low"] <= report["multi_bleu"] <= report["multi_high"]
+    assert "by_length" not in report and "hypotheses" not in report
+    buckets = [(1, 5), (6, None)]
+    detailed = bleu_report(model, data, "test", num_samples=50, buckets=buckets, keep_hypotheses=True)
+    assert detailed["hypotheses"] == hyps
+    assert detailed["by_length"] == bleu_by_length(hyps, refs, [len(s) for s in data.test.src], buckets,
+                                                   num_samples=50)
     with pytest.raises(ValueError, match="references must be 'single' or 'all', got 'both'"):
         evaluate_bleu(model, data, "test", references="both")
 

@@ -189,3 +189,56 @@ def test_the_chapters_stored_tables_agree_with_the_file(chapter):
             assert line.split() == expected.split(), (chapter, name)
             checked += 1
     assert checked, f"{chapter}'s stored-results tables hold no model row"
+
+
+def _record_with_buckets():
+    """A record of the new form: per-bucket BLEU in every run, test translations, the test set's references."""
+    record = copy.deepcopy(_record())
+    references = ["a b c d e", "f g h i j", "k l m n o p q r s t u v", "w x y z a b c d e f g h"]
+    record["corpus"]["buckets"] = [[1, 8], [9, None]]
+    record["test_set"] = {"references": references, "lengths": [5, 5, 12, 12]}
+    for run in record["runs"]:
+        run["by_length"] = [{"bucket": "1-8", "pairs": 2, "bleu": run["bleu"] + 5, "low": run["bleu"] + 3,
+                             "high": run["bleu"] + 7},
+                            {"bucket": "9+", "pairs": 2, "bleu": run["bleu"] - 5, "low": run["bleu"] - 8,
+                             "high": run["bleu"] - 2}]
+        good = run["model"] == "Bahdanau"
+        run["hypotheses"] = [r if good or i % 2 else r.replace(r.split()[1], "zz") for i, r in enumerate(references)]
+    return record
+
+
+def test_by_length_summary_and_table():
+    from attn_utils.stored_results import format_by_length, summarize_by_length
+
+    rows = summarize_by_length(_record_with_buckets())
+    assert [(r["model"], r["bucket"]) for r in rows] == [("no attention", "1-8"), ("no attention", "9+"),
+                                                         ("Bahdanau", "1-8"), ("Bahdanau", "9+")]
+    assert rows[3]["bleu"] == pytest.approx({"mean": 20.0, "min": 15.0, "max": 24.0})
+    assert rows[3]["interval"] == pytest.approx((17.0, 23.0))
+    table = format_by_length(rows).splitlines()
+    assert table[0].split() == ["English", "tokens", "1-8", "9+"] and table[1].split()[-2:] == ["2", "2"]
+    assert table[3].split() == ["Bahdanau", "30.0", "(25.0-34.0)", "20.0", "(15.0-24.0)"]
+    with pytest.raises(ValueError, match="hold no 'by_length'"):
+        summarize_by_length(_record())
+
+
+def test_compare_stored_is_the_paired_test_on_the_stored_translations():
+    from attn_utils.metrics import paired_bootstrap_bleu
+    from attn_utils.stored_results import compare_stored
+
+    record = _record_with_buckets()
+    check_translator_results(record)
+    rows = compare_stored(record, "Bahdanau", "no attention", num_samples=30, seed=1)
+    assert [(r["bucket"], r["pairs"]) for r in rows] == [("all", 4), ("1-8", 2), ("9+", 2)]
+    runs = {name: [r["hypotheses"] for r in record["runs"] if r["model"] == name]
+            for name in ("Bahdanau", "no attention")}
+    expected = paired_bootstrap_bleu(runs["Bahdanau"], runs["no attention"], record["test_set"]["references"],
+                                     num_samples=30, seed=1)
+    assert (rows[0]["difference"], rows[0]["low"], rows[0]["high"]) == pytest.approx(expected[:3])
+    assert rows[0]["difference"] > 0  # the untouched translations beat the ones with a word replaced
+    broken = copy.deepcopy(record)
+    broken["runs"][0]["hypotheses"].pop()
+    with pytest.raises(ValueError, match="holds 3 test translations for 4 stored references"):
+        check_translator_results(broken)
+    with pytest.raises(ValueError, match="no test set"):
+        compare_stored(_record(), "Bahdanau", "no attention")
