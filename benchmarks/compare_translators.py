@@ -166,7 +166,8 @@ def main(argv=None) -> int:
         record[section].append(result)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-        shown = {k: (float(f"{v:.4g}") if isinstance(v, float) else v) for k, v in result.items() if k not in ("curve", "hypotheses")}
+        shown = {k: (float(f"{v:.4g}") if isinstance(v, float) else v) for k, v in result.items()
+                 if k not in ("curve", "hypotheses", "by_length")}
         print(section, shown, flush=True)
 
     if args.workers == 1:
