@@ -105,11 +105,23 @@ class BahdanauDecoder(Decoder):
 
 
 def make_bahdanau(src_vocab_size: int, tgt_vocab_size: int, embed_size: int = 256, num_hiddens: int = 256,
-                  attention_hiddens: int | None = None, maxout: bool = True) -> EncoderDecoder:
+                  attention_hiddens: int | None = None, maxout: bool = True, uniform: bool = False) -> EncoderDecoder:
     """Bahdanau et al.'s translator: ``Seq2SeqEncoder(bidirectional=True)`` (one layer, ``num_hiddens``
-    per direction) and ``BahdanauDecoder``, with its config recorded for checkpoints."""
+    per direction) and ``BahdanauDecoder``, with its config recorded for checkpoints.
+
+    ``uniform=True`` is the control for what the soft search brings: ``v_a`` is zero and frozen, so every
+    score is 0 and every target word gets the mean of the annotations as its context, a fixed summary of the
+    sentence, with the rest of the model (bidirectional encoder, deep output, sizes) unchanged. (``W_a`` and
+    ``U_a`` then receive no gradient either: each reaches the loss only through ``v_a``.)"""
+    if not isinstance(uniform, bool):
+        raise ValueError(f"uniform must be True or False, got {uniform!r}")
     config = dict(kind="bahdanau", src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
-                  embed_size=embed_size, num_hiddens=num_hiddens, attention_hiddens=attention_hiddens, maxout=maxout)
+                  embed_size=embed_size, num_hiddens=num_hiddens, attention_hiddens=attention_hiddens, maxout=maxout,
+                  uniform=uniform)
     encoder = Seq2SeqEncoder(src_vocab_size, embed_size, num_hiddens, 1, bidirectional=True)
     decoder = BahdanauDecoder(tgt_vocab_size, embed_size, num_hiddens, attention_hiddens, maxout)
+    if uniform:
+        with torch.no_grad():
+            decoder.attention.w_v.weight.zero_()  # v_a = 0: every score 0, uniform weights over the real tokens
+        decoder.attention.w_v.weight.requires_grad_(False)
     return EncoderDecoder(encoder, decoder, config)

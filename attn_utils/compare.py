@@ -11,7 +11,8 @@ chapters train one seed with it live, and ``benchmarks/compare_translators.py`` 
 each and stores them (``stored_results``). Every model gets the same steps and batch. The learning rate
 of no attention, Bahdanau, Luong general and the Transformer is the best of the same sweep (1e-3, 2e-3,
 5e-3 and 1e-2 for 600 steps, validation BLEU; kept in the stored file); the other Luong variants take
-Luong general's. Warm-up is 100 steps for the recurrent models and 200 for the Transformer.
+Luong general's, Bahdanau's uniform control Bahdanau's. Warm-up is 100 steps for the recurrent models and 200
+for the Transformer.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ _RNN, _LUONG = {"lr": 5e-3, "warmup": 100}, {"num_layers": 1, "scaled": True}
 BOOK_RECIPES = {
     "no attention": Recipe("no attention", {"num_layers": 1}, {"lr": 1e-2, "warmup": 100}),
     "Bahdanau": Recipe("Bahdanau", {}, _RNN),
+    "Bahdanau uniform": Recipe("Bahdanau uniform", {}, _RNN),
     "Luong dot": Recipe("Luong dot", _LUONG, _RNN),
     "Luong general": Recipe("Luong general", _LUONG, _RNN),
     "Luong concat": Recipe("Luong concat", {"num_layers": 1}, _RNN),

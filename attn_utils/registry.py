@@ -36,7 +36,8 @@ class Translator(NamedTuple):
 
 #: name -> Translator, the models chapters 4–6 and 10 compare, as their papers define them. Bahdanau's translator
 #: has one layer (a bidirectional encoder), as in the paper; only the local models have a window. "Luong uniform"
-#: gives every source position the same weight: the ablation that keeps all of Luong's model but where it looks.
+#: gives every source position the same weight: the ablation that keeps all of Luong's model but where it looks;
+#: "Bahdanau uniform" is the same control for Bahdanau's (``make_bahdanau(uniform=True)``).
 #: The Transformer is sized by ``num_hiddens`` (its model width; ``ffn_num_hiddens`` is four times it).
 #: Options such as the Luong models' ``scaled`` scores are given when a model is built (``build_translator``;
 #: the book recipes of ``compare.BOOK_RECIPES`` use them).
@@ -44,6 +45,7 @@ RNN_SIZES = ("embed_size", "num_hiddens", "num_layers")
 TRANSLATORS = {
     "no attention": Translator("seq2seq", RNN_SIZES, {}),
     "Bahdanau": Translator("bahdanau", ("embed_size", "num_hiddens"), {}),
+    "Bahdanau uniform": Translator("bahdanau", ("embed_size", "num_hiddens"), {"uniform": True}),
     "Luong dot": Translator("luong", RNN_SIZES, {"score": "dot"}),
     "Luong general": Translator("luong", RNN_SIZES, {"score": "general"}),
     "Luong concat": Translator("luong", RNN_SIZES, {"score": "concat"}),

@@ -48,7 +48,9 @@ from attn_utils.stored_results import check_translator_results, format_summary, 
 
 RESULTS = Path(__file__).resolve().parent / "results" / "translators_cpu.json"
 SECTIONS = ("sweep", "runs", "grammar_runs")  # the record's lists of runs, each job fills one
-MAIN_MODELS = ("no attention", "Bahdanau", "Luong general", "Transformer")
+#: the models trained with every seed of --seeds, whose test translations are stored ("Bahdanau uniform": the
+#: control of chapter 5, Bahdanau's model with uniform weights)
+MAIN_MODELS = ("no attention", "Bahdanau", "Bahdanau uniform", "Luong general", "Transformer")
 TRAIN_PAIRS = 40_000
 EVAL_POINTS = 10
 BOOTSTRAP_SAMPLES = 1000
@@ -103,7 +105,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=list(BOOK_RECIPES), choices=list(BOOK_RECIPES))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2],
-                        help="seeds of no attention, Bahdanau, Luong general and the Transformer (default 0 1 2)")
+                        help="seeds of the MAIN_MODELS (default 0 1 2)")
     parser.add_argument("--other-seeds", nargs="+", type=int, default=[0],
                         help="seeds of the other Luong variants (default 0)")
     parser.add_argument("--steps", type=int, default=BOOK_STEPS, help=f"training steps (default {BOOK_STEPS})")

@@ -458,7 +458,7 @@ def _copy_batch(n, length, vocab, generator):
 def test_copying_long_random_sentences_needs_attention(name):
     """With 32 hidden units, a summary vector cannot hold 10 random tokens, but attention can look
     each one up: the attention models copy unseen sentences almost perfectly, the baseline cannot, and nor
-    can the uniform ablation, which has everything of Luong's model but the choice of where to look.
+    can the uniform ablations, which have everything of Luong's or Bahdanau's model but the choice of where to look.
     A model whose attention is broken (uniform, masked wrongly, looking at the wrong step) fails.
 
     Gradients are clipped to norm 1, as ``train_seq2seq`` does: without it Luong local-m's runs scattered over
@@ -482,7 +482,7 @@ def test_copying_long_random_sentences_needs_attention(name):
     out = greedy_decode(model, src, lens, bos=1, eos=2, max_len=length + 2)
     correct = sum(a == b for toks, row in zip(out.tokens, src[:, :-1].tolist()) for a, b in zip(toks, row))
     accuracy = correct / (100 * length)
-    if name in ("no attention", "Luong uniform"):
+    if name in ("no attention", "Luong uniform", "Bahdanau uniform"):
         assert accuracy < 0.5, accuracy
     else:
         assert accuracy > 0.8, accuracy
@@ -625,3 +625,26 @@ def test_a_recipe_trained_in_a_chapter_is_the_benchmarks_run(grammar, monkeypatc
             torch.testing.assert_close(a, b, msg=key)
     with pytest.raises(ValueError, match="name must be one of"):
         compare.train_recipe("GPT", grammar)
+
+
+def test_bahdanau_uniform_averages_the_annotations_and_trains_no_score(grammar):
+    """The control of chapter 5: v_a = 0 and frozen, so every weight is 1 / (real source tokens) and each target
+    word's context is the mean annotation; W_a and U_a get no gradient (they reach the loss through v_a only)."""
+    torch.manual_seed(0)
+    model = build_translator("Bahdanau uniform", grammar, embed_size=8, num_hiddens=8)
+    assert model.config["uniform"] is True and not model.decoder.attention.w_v.weight.requires_grad
+    src, dec_input, src_valid_lens, label = (t[:6] for t in grammar.arrays("train"))
+    logits = model(src, dec_input, src_valid_lens)  # (batch, steps, vocab)
+    weights = model.decoder.attention_weights  # (batch, steps, src)
+    real = torch.arange(src.shape[1]) < src_valid_lens[:, None]  # (batch, src)
+    expected = real[:, None, :].float() / src_valid_lens[:, None, None].float()
+    torch.testing.assert_close(weights, expected.expand_as(weights))
+    sequence_loss(logits, label).backward()
+    attention = model.decoder.attention
+    assert attention.w_v.weight.grad is None
+    assert torch.count_nonzero(attention.W_q.weight.grad) == 0 and torch.count_nonzero(attention.W_k.weight.grad) == 0
+    assert torch.count_nonzero(model.decoder.W_o.weight.grad) > 0
+    rebuilt = build_model(model.config)  # a checkpoint's config rebuilds the control, frozen again
+    assert not rebuilt.decoder.attention.w_v.weight.requires_grad and rebuilt.config["uniform"] is True
+    with pytest.raises(ValueError, match="uniform must be True or False"):
+        make_bahdanau(10, 10, 8, 8, uniform="yes")
