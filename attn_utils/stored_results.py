@@ -222,6 +222,22 @@ def compare_stored(record: dict, model_a: str, model_b: str, num_samples: int = 
             *paired_bleu_by_length(runs_a, runs_b, references, lengths, buckets, num_samples=num_samples, seed=seed)]
 
 
+def format_variants(runs: dict, metric: str, digits: int) -> str:
+    """A stored run of variants (``{variant: [{"seed", metric, ...}, ...]}``, the first variant the reference, as
+    ``benchmarks/lm_choices.py`` stores them) as lines: each variant's ``metric`` as mean (range) over its seeds,
+    and, after the first, its seed-by-seed difference from the first, mean (range)."""
+    reference_name = next(iter(runs))
+    reference = [r[metric] for r in runs[reference_name]]
+    lines = []
+    for name, rows in runs.items():
+        values = [r[metric] for r in rows]
+        line = f"  {name:<42} {spread(values):.{digits}f}"
+        if name != reference_name:
+            line += f"   difference {spread([v - ref for v, ref in zip(values, reference)]):+.{digits}f}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def plot_curves(record: dict, models=None, x: str = "steps", ax=None):
     """Validation BLEU against ``x`` (``"steps"`` or ``"seconds"``) for every stored run: one colour per
     model, one line per seed. Returns the axes."""

@@ -39,7 +39,7 @@ from timing import write_record  # noqa: E402
 from attn_utils import CausalLanguageModel, MaskedLanguageModel, environment, get_device, set_seed  # noqa: E402
 from attn_utils.data.subwords import bits_per_character, load_subword_text  # noqa: E402
 from attn_utils.evaluate import draw_gaps, fill_gaps, text_nats  # noqa: E402
-from attn_utils.metrics import spread  # noqa: E402
+from attn_utils.stored_results import format_variants  # noqa: E402
 from attn_utils.trainers import train_causal_text_lm, train_masked_text_lm  # noqa: E402
 
 SIZES = dict(num_hiddens=128, ffn_num_hiddens=512, num_heads=4, num_blks=2, dropout=0.0)  # section 11.1's
@@ -91,20 +91,6 @@ def masked_runs(data, seeds, steps, test, gaps, device) -> dict:
     return runs
 
 
-def summarise(runs: dict, metric: str, digits: int) -> list[str]:
-    """One line per variant: mean (range) over the seeds, and the seed-by-seed difference from the first."""
-    reference_name = next(iter(runs))
-    reference = [r[metric] for r in runs[reference_name]]
-    lines = []
-    for name, rows in runs.items():
-        values = [r[metric] for r in rows]
-        line = f"  {name:<42} {spread(values):.{digits}f}"
-        if name != reference_name:
-            line += f"   difference {spread([v - ref for v, ref in zip(values, reference)]):+.{digits}f}"
-        lines.append(line)
-    return lines
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -128,11 +114,11 @@ def main():
     causal = causal_runs(data, args.seeds, args.lm_steps, test, characters, device)
     masked = masked_runs(data, args.seeds, args.mlm_steps, test, gaps, device)
     print("\ncausal model, test bits per character (lower is better), mean (range) over the seeds")
-    print("\n".join(summarise(causal, "test_bits_per_character", 3)))
+    print(format_variants(causal, "test_bits_per_character", 3))
     print(f"masked model, {len(gaps):,} test gaps: accuracy (higher is better)")
-    print("\n".join(summarise(masked, "gap_accuracy", 3)))
+    print(format_variants(masked, "gap_accuracy", 3))
     print("masked model: bits per gap (lower is better)")
-    print("\n".join(summarise(masked, "bits_per_gap", 2)))
+    print(format_variants(masked, "bits_per_gap", 2))
     if args.out:
         write_record(args.out, {"benchmark": "lm_choices", **environment(device), "seeds": args.seeds,
                                 "lm_steps": args.lm_steps, "mlm_steps": args.mlm_steps, "gaps": len(gaps),

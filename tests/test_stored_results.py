@@ -242,3 +242,13 @@ def test_compare_stored_is_the_paired_test_on_the_stored_translations():
         check_translator_results(broken)
     with pytest.raises(ValueError, match="no test set"):
         compare_stored(_record(), "Bahdanau", "no attention")
+
+
+def test_format_variants_gives_each_variant_and_its_paired_difference():
+    from attn_utils.stored_results import format_variants
+
+    runs = {"rotary": [{"seed": 0, "bpc": 2.0}, {"seed": 1, "bpc": 2.2}],
+            "learned": [{"seed": 0, "bpc": 2.1}, {"seed": 1, "bpc": 2.5}]}
+    lines = format_variants(runs, "bpc", 2).splitlines()
+    assert lines[0].split() == ["rotary", "2.10", "(2.00–2.20)"]
+    assert lines[1].split() == ["learned", "2.30", "(2.10–2.50)", "difference", "+0.20", "(+0.10–+0.30)"]
