@@ -140,3 +140,55 @@ def test_window_context_from_every_score_fails_only_the_large_case():
     result = grade("ch06-window-context", every_score)
     assert result.cases_passed == result.cases_total - 1
     assert "no tensor of 2 x 64 x 4000 scores' failed: raised TensorTooLarge" in result.message
+
+
+# ch06-coverage-weights ----------------------------------------------------------------------------
+
+def _coverage(h_t, enc, src_valid_lens, W_a, v_a, w_c, *, coverage="sum", swapped=False, masked=True):
+    d = enc.shape[-1]
+    W_q, W_k = (W_a[:, d:], W_a[:, :d]) if swapped else (W_a[:, :d], W_a[:, d:])
+    keys, queries = enc @ W_k.T, h_t @ W_q.T
+    padding = torch.arange(enc.shape[1]) >= src_valid_lens[:, None]
+
+    def weights_at(t, cov):
+        scores = torch.tanh(keys + queries[:, t, None] + cov[..., None] * w_c) @ v_a
+        return torch.softmax(scores.masked_fill(padding, float("-inf")) if masked else scores, dim=-1)
+
+    if coverage == "one pass":  # every step's weights without coverage, summed, then scored once more
+        plain = torch.stack([weights_at(t, torch.zeros(enc.shape[:2])) for t in range(h_t.shape[1])], dim=1)
+        earlier = plain.cumsum(dim=1) - plain
+        return torch.stack([weights_at(t, earlier[:, t]) for t in range(h_t.shape[1])], dim=1)
+    total, last, steps = torch.zeros(enc.shape[:2]), torch.zeros(enc.shape[:2]), []
+    for t in range(h_t.shape[1]):
+        a_t = weights_at(t, {"sum": total, "last": last, "none": 0 * total}[coverage])
+        steps.append(a_t)
+        total, last = total + a_t, a_t
+    return torch.stack(steps, dim=1)
+
+
+def test_coverage_weights_reference_passes_and_equals_the_concat_score_without_coverage():
+    from attn_utils.exercises.ch06 import _coverage_weights
+    from attn_utils.masking import masked_softmax
+    from attn_utils.scoring import concat_score
+
+    assert grade("ch06-coverage-weights", _coverage).passed
+    g = torch.Generator().manual_seed(0)
+    h_t, enc, W_a, v_a = (torch.randn(*shape, generator=g) for shape in ((2, 3, 4), (2, 5, 4), (4, 8), (4,)))
+    lens = torch.tensor([5, 3])
+    plain = masked_softmax(concat_score(h_t, enc, lambda x: x @ W_a.T, lambda x: (x @ v_a)[..., None]), lens)
+    torch.testing.assert_close(_coverage_weights(h_t, enc, lens, W_a, v_a, torch.zeros(4)), plain)
+
+
+def test_coverage_weights_traps_fail_on_their_cases():
+    cases = {
+        ("coverage", "none"): "Case 'by hand: weights (3/4, 1/4) at t = 0",
+        ("coverage", "last"): "Case 'by hand: weights (3/4, 1/4) at t = 0",
+        ("coverage", "one pass"): "Case 'six steps with a strong coverage term",
+        ("swapped", True): "Case 'w_c = 0: no coverage, the concat weights of every step",
+        ("masked", False): "Case 'lengths 4 and 2, padding holding +-100",
+    }
+    for (trap, value), name in cases.items():
+        def wrong(*args, trap=trap, value=value):
+            return _coverage(*args, **{trap: value})
+
+        assert name in _first_failure("ch06-coverage-weights", wrong), trap

@@ -72,14 +72,47 @@ def test_last_state_read_at_the_last_step_fails():
     )
 
 
-def test_zhou_pooling_without_the_mask_fails_on_the_padding():
-    def unmasked(H, w, lengths):
-        alpha = torch.softmax(torch.tanh(H) @ w, dim=-1)
-        return torch.tanh(torch.einsum("bt,btd->bd", alpha, H))
+def _position_aware(H, lengths, spans, W_h, P, v, *, distance="span", rows="clamped", tables=(0, 1), masked=True,
+                    stable=True):
+    K = (P.shape[1] - 1) // 2
+    i = torch.arange(H.shape[1])
+    first, last = spans[..., :1], spans[..., 1:]
+    delta = {"span": (i - first).clamp(max=0) + (i - last).clamp(min=0),  # Zhang et al.'s distances
+             "first": i - first,  # measured from the first token everywhere
+             "flipped": (first - i).clamp(min=0) + (last - i).clamp(max=0)}[distance]  # nominal minus word
+    index = {"clamped": delta.clamp(-K, K) + K,
+             "unclamped": delta + K,  # an IndexError beyond +K
+             "wrapped": (delta + K).clamp(max=2 * K)}[rows]  # negative rows wrap round to the end of P
+    position = P[tables[0]][index[:, 0]] + P[tables[1]][index[:, 1]]
+    scores = torch.tanh(H @ W_h.T + position) @ v
+    if masked:
+        scores = scores.masked_fill(i >= lengths[:, None], float("-inf"))
+    if stable:
+        alpha = torch.softmax(scores, dim=-1)
+    else:
+        alpha = scores.exp() / scores.exp().sum(-1, keepdim=True)
+    return torch.einsum("bt,btd->bd", alpha, H)
 
-    assert "Case 'padding with huge values gets weight 0'" in _failed_case(
-        "ch07-relation-write-zhou-pooling", unmasked
-    )
+
+def test_position_aware_pooling_reference_passes():
+    assert grade("ch07-relation-position-aware-pooling", _position_aware).passed
+
+
+def test_position_aware_pooling_traps_fail_on_their_cases():
+    cases = {
+        ("distance", "flipped"): "Case 'by hand: e1 = word 0, e2 = word 2",
+        ("tables", (0, 0)): "Case 'e1 and e2 have tables of their own",
+        ("distance", "first"): "Case 'nominals of three tokens (a word and its two markers)",
+        ("rows", "unclamped"): "Case 'sentences of 15 words and K = 2",
+        ("rows", "wrapped"): "Case 'sentences of 15 words and K = 2",
+        ("masked", False): "Case 'lengths 5 and 8, padding holding 100",
+        ("stable", False): "Case 'a long v (x 1000): no overflow, no NaN",
+    }
+    for (trap, value), name in cases.items():
+        def wrong(*args, trap=trap, value=value):
+            return _position_aware(*args, **{trap: value})
+
+        assert name in _failed_case("ch07-relation-position-aware-pooling", wrong).split("\nAlso")[0], trap
 
 
 def test_macro_f1_that_ignores_the_direction_fails_on_wrong_directions():
@@ -138,11 +171,46 @@ def test_ragged_sentence_vectors_padded_without_a_mask_fail_on_sentences_of_diff
     assert "0 of 6 cases pass" in message
 
 
-def test_sentence_vectors_without_the_word_mask_fail_on_the_padded_values():
-    def unmasked(H, sentence_lens, W_w, b_w, u_w):
-        alpha = torch.softmax(torch.tanh(H @ W_w.T + b_w) @ u_w, dim=-1)
-        return torch.einsum("bsw,bswd->bsd", alpha, H)
+def _per_class(H, doc_lens, W_s, b_s, U, beta, b, *, axis=1, shared=False, masked=True, readout="own",
+               empty="zero", stable=True):
+    scores = torch.tanh(H @ W_s.T + b_s) @ (U[:1].expand_as(U) if shared else U).T  # (batch, sentences, C)
+    if masked:
+        scores = scores.masked_fill(~(torch.arange(H.shape[1]) < doc_lens[:, None])[..., None], float("-inf"))
+    if stable:
+        alpha = torch.softmax(scores, dim=axis)
+    else:
+        alpha = scores.exp() / scores.exp().sum(axis, keepdim=True)
+    if empty == "zero":
+        alpha = alpha.nan_to_num()
+    V = torch.einsum("bic,bid->bcd", alpha, H)
+    if readout == "every":  # each logit reads every class's vector
+        return torch.einsum("bcd,ed->bc", V, beta) + b
+    return (V * beta).sum(-1) + b
 
-    assert "Case 'two documents of 3 and 2 sentences" in _failed_case(
-        "ch07-han-write-sentence-vectors", unmasked
-    )
+
+def test_per_class_attention_reference_passes():
+    assert grade("ch07-han-per-class-attention", _per_class).passed
+
+
+def test_per_class_attention_traps_fail_on_their_cases():
+    cases = {
+        ("axis", 2): "Case 'by hand: keys (1, 0) and (0, 1)",  # a softmax over the classes
+        ("shared", True): "Case 'by hand: keys (1, 0) and (0, 1)",
+        ("readout", "every"): "Case 'by hand: keys (1, 0) and (0, 1)",
+        ("masked", False): "Case 'documents of 3 and 1 sentences, padding sentences holding +-100",
+        ("empty", "nan"): "Case 'a document without sentences gets the biases b, not NaN",
+    }
+    for (trap, value), name in cases.items():
+        def wrong(*args, trap=trap, value=value):
+            return _per_class(*args, **{trap: value})
+
+        assert name in _failed_case("ch07-han-per-class-attention", wrong).split("\nAlso")[0], trap
+
+
+def test_per_class_attention_without_the_maximum_fails_only_on_the_large_context_vectors():
+    def unstable(*args):
+        return _per_class(*args, stable=False)
+
+    result = grade("ch07-han-per-class-attention", unstable)
+    assert result.cases_passed == result.cases_total - 1
+    assert "Case 'large context vectors (U x 1000): no overflow' failed" in result.message

@@ -67,9 +67,45 @@ def test_half_masked_softmax_traps_are_named():
     assert "Case '70,000 equal scores" in result.message
 
 
-def test_batched_epanechnikov_that_uses_the_padding_fails_on_the_padded_set():
-    def unmasked(queries, keys, values, valid_lens, width):
-        return nadaraya_watson(queries, keys, values, "epanechnikov", width)[0]
+def _weighted_line(queries, keys, values, width, weights):
+    """The local-linear estimate from given weights (n, m), with the slope 0 where the keys have no spread."""
+    x_bar, y_bar = weights @ keys, weights @ values
+    dx = keys - x_bar[:, None]
+    spread = (weights * dx**2).sum(-1)
+    return y_bar + (weights * dx * values).sum(-1) / torch.where(spread > 0, spread, 1.0) * (queries - x_bar)
 
-    message = _failed_case("ch02-write-epanechnikov", unmasked)
-    assert "Case 'set 2 has 4 real examples" in message
+
+def test_local_linear_reference_passes_in_its_textbook_form_too():
+    def textbook(queries, keys, values, width):  # weights alpha_i (S2 - (x_i - x) S1) / (S0 S2 - S1^2)
+        weights = torch.softmax(-0.5 * ((queries[:, None] - keys) / width) ** 2, dim=-1)
+        u = keys - queries[:, None]
+        s1, s2 = (weights * u).sum(-1, keepdim=True), (weights * u**2).sum(-1, keepdim=True)
+        lines = weights * (s2 - u * s1)
+        total = lines.sum(-1)
+        return torch.where(total > 0, (lines * values).sum(-1) / torch.where(total > 0, total, 1.0), weights @ values)
+
+    assert grade("ch02-write-local-linear", textbook).passed
+
+
+def test_local_linear_traps_are_named():
+    def plain_pooling(queries, keys, values, width):  # Nadaraya-Watson: no slope correction
+        return nadaraya_watson(queries, keys, values, "gaussian", width)[0]
+
+    assert "Case 'values on the line y = 1 + 2x" in _failed_case("ch02-write-local-linear", plain_pooling)
+
+    def raw_kernel(queries, keys, values, width):  # exp(-u^2/2) / sum: 0/0 once every weight underflows
+        weights = torch.exp(-0.5 * ((queries[:, None] - keys) / width) ** 2)
+        return _weighted_line(queries, keys, values, width, weights / weights.sum(-1, keepdim=True))
+
+    message = _failed_case("ch02-write-local-linear", raw_kernel)
+    assert "Case 'width 0.02: each query lies 0.4 from two keys" in message and "got NaN" in message
+
+    def unguarded(queries, keys, values, width):  # one example: the slope is 0 / 0
+        weights = torch.softmax(-0.5 * ((queries[:, None] - keys) / width) ** 2, dim=-1)
+        x_bar = weights @ keys
+        dx = keys - x_bar[:, None]
+        slope = (weights * dx * values).sum(-1) / (weights * dx**2).sum(-1)
+        return weights @ values + slope * (queries - x_bar)
+
+    message = _failed_case("ch02-write-local-linear", unguarded)
+    assert "Case 'one example only" in message and "got NaN" in message

@@ -1,11 +1,13 @@
 """Checkers for Chapter 6 (Luong attention): tasks the chapter leaves to the reader.
 
-* ``ch06-write-predictive-centre``: local-p's predicted centre ``p_t`` for a batch of sentences.
+* ``ch06-coverage-weights``: the concat score with See et al.'s coverage term, the running sum of the
+  weights of the earlier steps, for a decoder without input feeding.
 * ``ch06-window-context``: local-p's context vector from the ``2D + 1`` encoder states of each
   window, gathered, without the ``(batch, Q, S)`` scores of every source position.
 
-The expected results come from ``attn_utils``: ``LuongDecoder.centre`` with the reader's matrices
-loaded, and the general score over every position followed by ``local_attention_weights``.
+The expected results come from an independent computation and from ``attn_utils``: coverage one
+sentence and one step at a time in float64, with ``[h_t; h̄_s]`` concatenated as the formula writes it;
+and the general score over every position followed by ``local_attention_weights``.
 """
 
 from __future__ import annotations
@@ -14,38 +16,65 @@ import math
 
 import torch
 
-from ..luong import LuongDecoder, local_attention_weights
+from ..luong import local_attention_weights
 from ..scoring import general_score
 from .core import Case, refuse_large, register, seeded_randn
 
 
 @torch.no_grad()
-def _predictive_centre(h_t, W_p, v_p, src_valid_lens) -> torch.Tensor:
-    """``LuongDecoder.centre`` of a local-p decoder holding ``W_p`` (d_h, d_h) and ``v_p`` (d_h,)."""
-    h = h_t.shape[-1]
-    decoder = LuongDecoder(vocab_size=4, embed_size=2, num_hiddens=h, num_layers=1, local="predictive", half_width=2)
-    decoder.W_p.weight.copy_(W_p)
-    decoder.v_p.weight.copy_(v_p.unsqueeze(0))
-    return decoder.centre(h_t, src_valid_lens, first_step=0)
+def _coverage_weights(h_t, enc, src_valid_lens, W_a, v_a, w_c) -> torch.Tensor:
+    """The reference, one sentence and one step at a time in float64: ``[h_t; h̄_s]`` concatenated as the
+    formula writes it, the softmax over the sentence's own positions only, and the coverage a running sum."""
+    batch, Q, _ = h_t.shape
+    W_a, v_a, w_c = W_a.double(), v_a.double(), w_c.double()
+    weights = torch.zeros(batch, Q, enc.shape[1], dtype=torch.float64)
+    for b in range(batch):
+        S = int(src_valid_lens[b])
+        states = enc[b, :S].double()  # the real source states only: (S, d_hid)
+        coverage = torch.zeros(S, dtype=torch.float64)  # cov_0 = 0
+        for t in range(Q):
+            pairs = torch.cat([h_t[b, t].double().expand(S, -1), states], dim=-1)  # [h_t; h̄_s]: (S, 2 d_hid)
+            scores = torch.tanh(pairs @ W_a.T + coverage[:, None] * w_c) @ v_a  # (S,)
+            weights[b, t, :S] = torch.softmax(scores, dim=0)
+            coverage = coverage + weights[b, t, :S]
+    return weights.to(h_t.dtype)
 
 
-@register("ch06-write-predictive-centre")
-def predictive_centre_cases(device: torch.device) -> list[Case]:
-    def case(name, h_t, W_p, v_p, src_valid_lens):
-        return Case(name, (h_t, W_p, v_p, src_valid_lens), _predictive_centre(h_t, W_p, v_p, src_valid_lens))
+@register("ch06-coverage-weights")
+def coverage_weight_cases(device: torch.device) -> list[Case]:
+    def case(name, h_t, enc, src_valid_lens, W_a, v_a, w_c):
+        args = (h_t, enc, torch.tensor(src_valid_lens), W_a, v_a, w_c)
+        return Case(name, args, _coverage_weights(*args))
 
-    h = 4
-    W_p, v_p = seeded_randn(h, h, seed=1), seeded_randn(h, seed=2)
+    def params(d, seed, coverage=1.0):
+        W_a, v_a = seeded_randn(d, 2 * d, seed=seed), seeded_randn(d, seed=seed + 1)
+        return W_a, v_a, coverage * seeded_randn(d, seed=seed + 2)
+
+    # By hand (d_hid = 1): W_a = (0, 1) reads only h̄_s = +20 or -20, tanh = +1 or -1, and v_a = ln(3)/2
+    # gives the scores +-ln(3)/2: weights (3/4, 1/4) at t = 0. With w_c = -40 the coverage pushes both
+    # arguments of tanh below -10 from t = 1 on: tanh = -1 at both positions, weights (1/2, 1/2).
+    hand_enc = torch.tensor([[[20.0], [-20.0]]])
+    padded_enc = seeded_randn(2, 6, 3, seed=40)
+    padded_enc[0, 4:] = 100.0  # huge values after the first sentence's 4 positions
+    padded_enc[1, 2:] = -100.0
     return [
-        case("two sentences of different lengths, three target steps", seeded_randn(2, 3, h, seed=3), W_p, v_p,
-             torch.tensor([7, 4])),
-        case("a zero state: sigmoid(0) = 1/2, so p_t = S/2", torch.zeros(2, 2, h), W_p, v_p, torch.tensor([6, 3])),
-        case("a sentence of one token (S = 1): 0 <= p_t <= 1", seeded_randn(1, 4, h, seed=4), W_p, v_p,
-             torch.tensor([1])),
-        case("saturated states: p_t reaches 0 or S but never leaves [0, S]", seeded_randn(3, 2, h, seed=5, scale=50.0),
-             W_p, 20 * v_p, torch.tensor([9, 5, 2])),
-        case("a larger state (d_h = 6), one target step", seeded_randn(2, 1, 6, seed=6), seeded_randn(6, 6, seed=7),
-             seeded_randn(6, seed=8), torch.tensor([11, 8])),
+        case("w_c = 0: no coverage, the concat weights of every step (the first d_hid columns of W_a "
+             "read h_t, the last ones h̄_s)", seeded_randn(2, 3, 4, seed=10), seeded_randn(2, 5, 4, seed=11), [5, 5],
+             *params(4, seed=12, coverage=0.0)),
+        case("by hand: weights (3/4, 1/4) at t = 0, then the coverage (3/4, 1/4) and (5/4, 3/4) makes "
+             "both scores -ln(3)/2: (1/2, 1/2) at t = 1 and t = 2", torch.zeros(1, 3, 1), hand_enc, [2],
+             torch.tensor([[0.0, 1.0]]), torch.tensor([math.log(3) / 2]), torch.tensor([-40.0])),
+        case("six steps with a strong coverage term (w_c x 4): the coverage at step t sums the weights "
+             "of ALL earlier steps, each computed with its own coverage", seeded_randn(2, 6, 3, seed=30),
+             seeded_randn(2, 4, 3, seed=31), [4, 4], *params(3, seed=32, coverage=4.0)),
+        case("two sentences of 5 positions, four steps", seeded_randn(2, 4, 3, seed=20),
+             seeded_randn(2, 5, 3, seed=21), [5, 5], *params(3, seed=22)),
+        case("lengths 4 and 2, padding holding +-100: weight 0 on padding at every step",
+             seeded_randn(2, 5, 3, seed=41), padded_enc, [4, 2], *params(3, seed=42)),
+        case("a source of one token: weight 1 on it at every step", seeded_randn(1, 3, 2, seed=50),
+             seeded_randn(1, 1, 2, seed=51), [1], *params(2, seed=52)),
+        case("d_hid = 6, lengths 9 and 7, ten steps", seeded_randn(2, 10, 6, seed=60), seeded_randn(2, 9, 6, seed=61),
+             [9, 7], *params(6, seed=62)),
     ]
 
 

@@ -3,15 +3,18 @@
 * ``ch07-han-ragged-sentence-vectors``: word attention over sentences stored one after another,
   without padding (a softmax per segment); the reference pools each sentence on its own with
   ``attn_utils.pooling.LearnedQueryPooling``.
-* ``ch07-han-write-sentence-vectors``: the sentence vectors of a padded batch of documents, from
-  ``attn_utils.han.pool_words``, the function the hierarchical attention network uses.
+* ``ch07-han-per-class-attention``: sentence attention with one context vector per class and one
+  document vector per class, each scored by its own row of weights (Mullenbach et al.'s per-label
+  attention on the HAN's sentence level); the reference pools once per class with
+  ``LearnedQueryPooling``, in float64.
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 
-from ..han import pool_words
 from ..pooling import LearnedQueryPooling
 from .core import Case, register, seeded_randn
 
@@ -25,11 +28,6 @@ def _pooling(W: torch.Tensor, b: torch.Tensor, u: torch.Tensor) -> LearnedQueryP
         pooling.projection.bias.copy_(b)
         pooling.query.copy_(u)
     return pooling
-
-
-@torch.no_grad()
-def _sentence_vectors(H, sentence_lens, W, b, u) -> torch.Tensor:
-    return pool_words(_pooling(W, b, u), H, sentence_lens)[0]
 
 
 @torch.no_grad()
@@ -72,27 +70,54 @@ def ragged_sentence_vector_cases(device: torch.device) -> list[Case]:
     ]
 
 
-@register("ch07-han-write-sentence-vectors")
-def sentence_vector_cases(device: torch.device) -> list[Case]:
-    def case(name, H, sentence_lens, W, b, u):
-        return Case(name, (H, sentence_lens, W, b, u), _sentence_vectors(H, sentence_lens, W, b, u))
+@torch.no_grad()
+def _per_class_logits(H, doc_lens, W_s, b_s, U, beta, b) -> torch.Tensor:
+    """The reference, one class at a time in float64: class ``c``'s document vectors from
+    LearnedQueryPooling with ``U[c]`` as its context vector, then ``beta[c] . v_c + b[c]``."""
+    logits = []
+    for c in range(U.shape[0]):
+        pooling = _pooling(W_s.double(), b_s.double(), U[c].double()).double()
+        v_c = pooling(H.double(), doc_lens)  # (batch, d); a document without sentences: 0
+        logits.append(v_c @ beta[c].double() + b[c].double())
+    return torch.stack(logits, dim=-1).to(H.dtype)  # (batch, C)
 
+
+@register("ch07-han-per-class-attention")
+def per_class_cases(device: torch.device) -> list[Case]:
+    def case(name, H, doc_lens, W_s, b_s, U, beta, b):
+        args = (H, torch.tensor(doc_lens), W_s, b_s, U, beta, b)
+        return Case(name, args, _per_class_logits(*args))
+
+    def params(d, k, C, seed, scale=1.0):
+        W_s, b_s = seeded_randn(k, d, seed=seed), seeded_randn(k, seed=seed + 1)
+        U = scale * seeded_randn(C, k, seed=seed + 2)
+        return W_s, b_s, U, seeded_randn(C, d, seed=seed + 3), seeded_randn(C, seed=seed + 4)
+
+    # By hand: W_s = I, b_s = 0 and the sentences (20, 0), (0, 20) have the keys (1, 0), (0, 1) (tanh(20) = 1
+    # in float32); u_0 = (ln 3, 0) scores them ln 3 and 0, weights (3/4, 1/4), v_0 = (15, 5); u_1 = 0 weighs
+    # them equally, v_1 = (10, 10). With beta_0 = (1, 1), beta_1 = (1, -1), b = (0.5, -0.5): logits (20.5, -0.5).
+    ln3 = math.log(3)
+    padded = seeded_randn(2, 5, 4, seed=30)
+    padded[0, 3:] = 100.0  # huge values in the padding sentences of the first document
+    padded[1, 1:] = -100.0
     d, k = 4, 3
-    W, b, u = seeded_randn(k, d, seed=21), seeded_randn(k, seed=22), seeded_randn(k, seed=23)
-    noisy = seeded_randn(2, 3, 5, d, seed=25)
-    noisy[0, 0, 2:] = -50.0  # padded words of a real sentence
-    noisy[0, 2] = 50.0  # a padding sentence full of large values
     return [
-        case("two documents of 3 and 2 sentences, padded to 3 sentences of 5 words", seeded_randn(2, 3, 5, d, seed=24),
-             torch.tensor([[5, 2, 3], [4, 1, 0]]), W, b, u),
-        case("values at padded words and padded sentences change nothing", noisy,
-             torch.tensor([[2, 5, 0], [3, 3, 3]]), W, b, u),
-        case("a document whose sentences are all padding: zero vectors, not NaN", seeded_randn(2, 2, 3, d, seed=26),
-             torch.tensor([[0, 0], [3, 1]]), W, b, u),
-        case("one-word sentences return that word's vector", seeded_randn(1, 3, 4, d, seed=27),
-             torch.tensor([[1, 1, 1]]), W, b, u),
-        case("a zero context vector: each sentence vector is the mean of its words", seeded_randn(3, 2, 4, d, seed=28),
-             torch.tensor([[4, 2], [3, 0], [1, 4]]), W, b, torch.zeros(k)),
-        case("a large context vector (u_w times 1000): no overflow", seeded_randn(2, 2, 6, d, seed=29),
-             torch.tensor([[6, 3], [2, 5]]), W, b, 1000 * u),
+        case("by hand: keys (1, 0) and (0, 1); u_0 = (ln 3, 0) weighs the sentences (3/4, 1/4), u_1 = 0 equally: "
+             "v_0 = (15, 5), v_1 = (10, 10), logits (1, 1) . v_0 + 0.5 = 20.5 and (1, -1) . v_1 - 0.5 = -0.5",
+             torch.tensor([[[20.0, 0.0], [0.0, 20.0]]]), [2], torch.eye(2), torch.zeros(2),
+             torch.tensor([[ln3, 0.0], [0.0, 0.0]]), torch.tensor([[1.0, 1.0], [1.0, -1.0]]),
+             torch.tensor([0.5, -0.5])),
+        case("three classes, three documents of 4 sentences", seeded_randn(3, 4, d, seed=10), [4, 4, 4],
+             *params(d, k, 3, seed=11)),
+        case("documents of 3 and 1 sentences, padding sentences holding +-100: they change nothing", padded, [3, 1],
+             *params(d, k, 2, seed=31)),
+        case("a document without sentences gets the biases b, not NaN", seeded_randn(2, 3, d, seed=40), [0, 2],
+             *params(d, k, 2, seed=41)),
+        case("all context vectors equal: one shared v, the HAN's logits beta v + b", seeded_randn(2, 5, d, seed=50),
+             [5, 3], seeded_randn(k, d, seed=51), seeded_randn(k, seed=52), seeded_randn(k, seed=53).expand(4, k),
+             seeded_randn(4, d, seed=54), seeded_randn(4, seed=55)),
+        case("large context vectors (U x 1000): no overflow", seeded_randn(2, 6, d, seed=60), [6, 4],
+             *params(d, k, 2, seed=61, scale=1000.0)),
+        case("d = 6, k = 5, five classes, three documents", seeded_randn(3, 7, 6, seed=70), [7, 2, 5],
+             *params(6, 5, 5, seed=71)),
     ]
