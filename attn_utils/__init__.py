@@ -111,7 +111,6 @@ from .scoring import cosine_score as cosine_score
 from .checkpoints import load_checkpoint as load_checkpoint
 from .checkpoints import save_checkpoint as save_checkpoint
 from .data import load_translation_data as load_translation_data
-from .decoding import beam_search as beam_search
 from .decoding import greedy_decode as greedy_decode
 from .evaluate import bleu_report as bleu_report
 from .evaluate import evaluate_bleu as evaluate_bleu

@@ -167,7 +167,7 @@ def _coverage(h_t, enc, src_valid_lens, W_a, v_a, w_c, *, coverage="sum", swappe
 
 
 def test_coverage_weights_reference_passes_and_equals_the_concat_score_without_coverage():
-    from attn_utils.exercises.ch06 import _coverage_weights
+    from attn_utils.exercises.ch06 import coverage_weights_reference
     from attn_utils.masking import masked_softmax
     from attn_utils.scoring import concat_score
 
@@ -176,7 +176,7 @@ def test_coverage_weights_reference_passes_and_equals_the_concat_score_without_c
     h_t, enc, W_a, v_a = (torch.randn(*shape, generator=g) for shape in ((2, 3, 4), (2, 5, 4), (4, 8), (4,)))
     lens = torch.tensor([5, 3])
     plain = masked_softmax(concat_score(h_t, enc, lambda x: x @ W_a.T, lambda x: (x @ v_a)[..., None]), lens)
-    torch.testing.assert_close(_coverage_weights(h_t, enc, lens, W_a, v_a, torch.zeros(4)), plain)
+    torch.testing.assert_close(coverage_weights_reference(h_t, enc, lens, W_a, v_a, torch.zeros(4)), plain)
 
 
 def test_coverage_weights_traps_fail_on_their_cases():

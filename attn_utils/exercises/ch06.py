@@ -22,7 +22,7 @@ from .core import Case, refuse_large, register, seeded_randn
 
 
 @torch.no_grad()
-def _coverage_weights(h_t, enc, src_valid_lens, W_a, v_a, w_c) -> torch.Tensor:
+def coverage_weights_reference(h_t, enc, src_valid_lens, W_a, v_a, w_c) -> torch.Tensor:
     """The reference, one sentence and one step at a time in float64: ``[h_t; h̄_s]`` concatenated as the
     formula writes it, the softmax over the sentence's own positions only, and the coverage a running sum."""
     batch, Q, _ = h_t.shape
@@ -44,7 +44,7 @@ def _coverage_weights(h_t, enc, src_valid_lens, W_a, v_a, w_c) -> torch.Tensor:
 def coverage_weight_cases(device: torch.device) -> list[Case]:
     def case(name, h_t, enc, src_valid_lens, W_a, v_a, w_c):
         args = (h_t, enc, torch.tensor(src_valid_lens), W_a, v_a, w_c)
-        return Case(name, args, _coverage_weights(*args))
+        return Case(name, args, coverage_weights_reference(*args))
 
     def params(d, seed, coverage=1.0):
         W_a, v_a = seeded_randn(d, 2 * d, seed=seed), seeded_randn(d, seed=seed + 1)
