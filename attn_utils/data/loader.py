@@ -201,9 +201,10 @@ def load_translation_data(source: str = "auto", *, data_path: str | os.PathLike 
       and a download).
     * Splits (by English string, sampled with ``seed``): Tatoeba's held-out pairs are stratified by
       English length (``eval_buckets='auto'``: ``TATOEBA_EVAL_BUCKETS``, 1-8, 9-12, 13-16 and 17 or more
-      tokens, punctuation counting and ``<eos>`` not), 300 test and 200 validation pairs from each
-      bucket; a bucket the file holds fewer than 1,000 pairs of joins the one before it (``eval_buckets``
-      names other buckets; ``num_test`` and ``num_val`` are then shared equally among them).
+      tokens, punctuation counting and ``<eos>`` not): 300 test and 200 validation pairs per bucket, each
+      set at least 1,000 pairs in all, shared equally among the buckets (d2l's full file: 300 and 250 per
+      bucket); a bucket the file holds fewer than 1,000 pairs of joins the one before it. ``eval_buckets``
+      names other buckets; ``num_test`` and ``num_val`` are then shared equally among them.
       ``max_eval_len=k`` draws 1,000 of each from the sentences of at most k tokens instead, unstratified.
       The bundled corpora hold out 10% each, of any length. ``num_train`` samples that many of the
       remaining pairs (default: all of them). ``data.split.buckets`` gives the buckets used.
