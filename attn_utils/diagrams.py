@@ -53,7 +53,12 @@ COLORS = {
     "frame": "#8c8c8c",
 }
 HEAD_COLORS = ["#4c78a8", "#f58518", "#54a24b", "#b279a2"]  # one per head in the multi-head figure
-FONT = {"box": 9, "small": 8, "tiny": 7, "title": 10}
+# The book shows a figure at the width of its text column (752 pixels at a 1280-pixel window) with
+# body text of 16 pixels, so a label of ``pt`` points on a canvas ``w`` inches wide reads at
+# ``pt / 72 * 752 / (w + 0.2)`` pixels (Jupyter crops each figure to its drawing plus 0.1 inch a side):
+# 10 points on the 7.8-inch canvases is 13 pixels, 80 % of the body text (tests/test_diagrams.py).
+FONT = {"box": 11, "small": 10, "tiny": 10, "title": 12}
+DPI = 100  # a 7.8-inch canvas is 800 pixels wide, a little more than the column: shown sharp, never enlarged
 
 
 # ----------------------------------------------------------------------------------------------
@@ -87,9 +92,12 @@ class _Box:
 
 
 def _canvas(ax: Axes | None, size: tuple[float, float]) -> tuple[Figure, Axes]:
-    """A blank drawing area of ``size`` inches: a new figure, or ``ax`` with the same limits."""
+    """A blank drawing area of ``size`` inches: a new figure, or ``ax`` (a matplotlib ``Axes``) with the same
+    limits."""
+    if ax is not None and not isinstance(ax, Axes):
+        raise ValueError(f"ax must be None (a new figure) or a matplotlib Axes, got {type(ax).__name__}")
     if ax is None:
-        fig = plt.figure(figsize=size)
+        fig = plt.figure(figsize=size, dpi=DPI)
         ax = fig.add_axes((0, 0, 1, 1))
     fig = ax.figure
     ax.set_xlim(0, size[0])
@@ -179,10 +187,10 @@ def draw_qkv_lookup(ax: Axes | None = None) -> Figure:
         _arrow(ax, (soft.right, y), (weight.left, y))
         _label(ax, (weight.right + value.left) / 2, y + 0.13, r"$\times$", size=FONT["small"])
         _arrow(ax, (value.right, y), (total.left, y))
-    out = _box(ax, 5.05, 0.35, 2.9, 0.42, r"output $\sum_{i=1}^{m} \alpha(\mathbf{q}, \mathbf{k}_i)\, \mathbf{v}_i$",
+    out = _box(ax, 5.9, 0.4, 2.9, 0.6, r"output $\sum_{i=1}^{m} \alpha(\mathbf{q}, \mathbf{k}_i)\, \mathbf{v}_i$",
                COLORS["context"])
-    _path(ax, [(total.x, total.bottom), (total.x, out.y), (out.right, out.y)])
-    _label(ax, 0.1, 0.35, r"the weights are positive and sum to 1 over the $m$ keys", ha="left", size=FONT["small"])
+    _arrow(ax, (total.x, total.bottom), (total.x, out.top))
+    _label(ax, 0.1, 0.4, r"the weights are positive and sum to 1 over the $m$ keys", ha="left", size=FONT["small"])
     return fig
 
 
@@ -354,13 +362,13 @@ def draw_causal_self_attention(ax: Axes | None = None) -> Figure:
     ``V``; the scores ``Q Kᵀ / sqrt(d_k)`` get ``-inf`` above the diagonal (key ``j`` after query ``i``); the
     row-wise softmax gives weights ``alpha_ij`` that are 0 there; ``Y`` is the weights times ``V``."""
     fig, ax = _canvas(ax, (7.8, 3.5))
-    n, cell = 5, 0.3
-    _label(ax, 0.55, 3.15, r"$\mathbf{X}$ ($n \times d$)", size=FONT["small"])
-    _grid(ax, 0.25, 1.15, n, 3, 0.2, [[COLORS["input"]] * 3 for _ in range(n)], edge=COLORS["edge"])
-    x_right, x_mid = 0.85, 1.65
+    n, cell = 5, 0.32
+    _label(ax, 0.5, 3.15, r"$\mathbf{X}$ ($n \times d$)", size=FONT["small"])
+    _grid(ax, 0.2, 1.15, n, 3, 0.2, [[COLORS["input"]] * 3 for _ in range(n)], edge=COLORS["edge"])
+    x_right, x_mid = 0.8, 1.15
     boxes = {}
     for name, y in [("Q", 2.55), ("K", 1.65), ("V", 0.75)]:
-        boxes[name] = _box(ax, 2.05, y, 1.2, 0.4, rf"$\mathbf{{{name}}} = \mathbf{{X}} \mathbf{{W}}_{name}$",
+        boxes[name] = _box(ax, 1.75, y, 1.05, 0.4, rf"$\mathbf{{{name}}} = \mathbf{{X}} \mathbf{{W}}_{name}$",
                            COLORS["attention"], size=FONT["small"])
         _path(ax, [(x_right, 1.65), (x_mid - 0.15, 1.65), (x_mid - 0.15, y), (boxes[name].left, y)])
     rng = np.random.default_rng(3)
@@ -368,13 +376,13 @@ def draw_causal_self_attention(ax: Axes | None = None) -> Figure:
     future = np.triu(np.ones((n, n), bool), k=1)
     weights = np.where(future, 0.0, np.exp(scores))
     weights /= weights.sum(axis=1, keepdims=True)
-    left_s, bottom = 3.3, 1.0
+    left_s, bottom = 2.95, 1.0
     _grid(ax, left_s, bottom, n, n, cell,
           [[COLORS["masked"] if future[i, j] else _shade(0.25 + 0.1 * scores[i, j] % 0.5) for j in range(n)]
            for i in range(n)],
           [[r"$-\infty$" if future[i, j] else "" for j in range(n)] for i in range(n)])
     _label(ax, left_s + n * cell / 2, 3.2, r"scores $\mathbf{Q}\mathbf{K}^\top / \sqrt{d_k}$", size=FONT["small"])
-    left_w = 5.5
+    left_w = 5.55
     _grid(ax, left_w, bottom, n, n, cell,
           [[_shade(weights[i, j]) for j in range(n)] for i in range(n)],
           [["0" if future[i, j] else "" for j in range(n)] for i in range(n)])
@@ -384,13 +392,13 @@ def draw_causal_self_attention(ax: Axes | None = None) -> Figure:
         _label(ax, left - 0.15, bottom + n * cell / 2, r"query $i$", size=FONT["tiny"], rotation=90)
     _arrow(ax, (boxes["Q"].right, boxes["Q"].y), (left_s - 0.3, 2.3))
     _arrow(ax, (boxes["K"].right, boxes["K"].y), (left_s - 0.3, 1.75))
-    _arrow(ax, (left_s + n * cell + 0.05, 1.75), (left_w - 0.3, 1.75))
-    _label(ax, (left_s + n * cell + left_w - 0.3) / 2, 1.95, "softmax", size=FONT["tiny"])
-    y_out = _box(ax, 7.45, 1.75, 0.5, 0.4, r"$\mathbf{Y}$", COLORS["context"])
-    _arrow(ax, (left_w + n * cell + 0.05, 1.75), (y_out.left, y_out.y))
+    _arrow(ax, (left_s + n * cell + 0.05, 1.8), (left_w - 0.3, 1.8))
+    _label(ax, (left_s + n * cell + left_w - 0.25) / 2, 1.98, "softmax", size=FONT["tiny"])
+    y_out = _box(ax, 7.5, 1.8, 0.45, 0.4, r"$\mathbf{Y}$", COLORS["context"])
+    _arrow(ax, (left_w + n * cell + 0.05, 1.8), (y_out.left, y_out.y))
     _path(ax, [(boxes["V"].right, boxes["V"].y), (y_out.x, boxes["V"].y), (y_out.x, y_out.bottom)])
-    _label(ax, left_s + n * cell / 2, 0.65, r"$-\infty$ where $j > i$: the future", size=FONT["small"])
-    _label(ax, left_w + n * cell / 2, 0.45, r"$\mathbf{Y} = \alpha \mathbf{V}$", size=FONT["small"])
+    _label(ax, left_s + n * cell / 2, 0.55, r"$-\infty$ where $j > i$: the future", size=FONT["small"])
+    _label(ax, left_w + n * cell / 2, 0.55, r"$\mathbf{Y} = \alpha \mathbf{V}$", size=FONT["small"])
     return fig
 
 
@@ -424,7 +432,7 @@ def draw_multihead_split_merge(ax: Axes | None = None) -> Figure:
     _label(ax, 6.75, 3.6, r"merge: (batch, $n$, $d$)", size=FONT["small"])
     outputs_right = []
     for k, y in enumerate(heads_y):
-        _label(ax, 1.85, y, rf"head {k + 1}", size=FONT["tiny"])
+        _label(ax, 2.6, y + 0.22, rf"head {k + 1}", size=FONT["tiny"])
         piece = _feature_bar(ax, 2.45, y, [k], d_h, cell)
         _arrow(ax, (right + 0.05, mid), (2.4, y), lw=0.8)
         attend = _box(ax, 3.75, y, 1.3, 0.36, "attention", COLORS["attention"], size=FONT["small"])
@@ -456,85 +464,91 @@ def draw_multihead_split_merge(ax: Axes | None = None) -> Figure:
 # ----------------------------------------------------------------------------------------------
 
 _BOX_W = 1.3
+_GAP = 0.1  # the arrow between two boxes of a stack
 
 
-def _stack(ax: Axes, x: float, y0: float, below: float, sublayers: list[str], pre_norm: bool, skip_side: float,
-           step: float) -> float:
-    """A Transformer block drawn upwards at ``x``, its first box centred on ``y0`` and its input arriving at
-    ``below``: each sublayer with its residual connection, post-norm (sublayer, add & norm) or pre-norm
-    (layer norm, sublayer, +). The residual line runs on the side ``skip_side`` (-1 left, +1 right).
-    Returns the y where the block's output leaves its last element."""
+def _sublayer_height(name: str) -> float:
+    return 0.3 + 0.16 * name.count("\n")
+
+
+def _stack(ax: Axes, x: float, below: float, sublayers: list[str], pre_norm: bool,
+           skip_side: float) -> tuple[float, dict[str, float]]:
+    """A Transformer block drawn upwards at ``x`` from its input at ``below``: each sublayer with its
+    residual connection, post-norm (sublayer, add & norm) or pre-norm (layer norm, sublayer, +). The
+    residual line runs on the side ``skip_side`` (-1 left, +1 right). Returns the y where the block's output
+    leaves its last element and the centre y of each sublayer's box."""
     skip_x = x + skip_side * (_BOX_W / 2 + 0.1)
-    y = y0
+    centres = {}
     for name in sublayers:
         branch = below + 0.05  # where the residual branch leaves the main path
+        h = _sublayer_height(name)
         if pre_norm:
-            norm = _box(ax, x, y, _BOX_W * 0.75, 0.24, "layer norm", COLORS["norm"], size=FONT["tiny"])
-            sub = _box(ax, x, y + step, _BOX_W, 0.28, name, COLORS["attention"], size=FONT["tiny"])
-            plus_y = y + 2 * step
-            ax.add_patch(Circle((x, plus_y), 0.09, facecolor=COLORS["norm"], edgecolor=COLORS["edge"]))
+            norm = _box(ax, x, below + _GAP + 0.14, _BOX_W * 0.8, 0.28, "layer norm", COLORS["norm"],
+                        size=FONT["tiny"])
+            sub = _box(ax, x, norm.top + _GAP + h / 2, _BOX_W, h, name, COLORS["attention"], size=FONT["tiny"])
+            plus_y = sub.top + _GAP + 0.1
+            ax.add_patch(Circle((x, plus_y), 0.1, facecolor=COLORS["norm"], edgecolor=COLORS["edge"]))
             _label(ax, x, plus_y, "+", size=FONT["tiny"])
             _arrow(ax, (x, below), (x, norm.bottom))
             _arrow(ax, (x, norm.top), (x, sub.bottom))
-            _arrow(ax, (x, sub.top), (x, plus_y - 0.09))
-            _path(ax, [(x, branch), (skip_x, branch), (skip_x, plus_y), (x + skip_side * 0.09, plus_y)], lw=0.8)
-            below = plus_y + 0.09
-            y += 3 * step
+            _arrow(ax, (x, sub.top), (x, plus_y - 0.1))
+            _path(ax, [(x, branch), (skip_x, branch), (skip_x, plus_y), (x + skip_side * 0.1, plus_y)], lw=0.8)
+            below = plus_y + 0.1
         else:
-            sub = _box(ax, x, y, _BOX_W, 0.28, name, COLORS["attention"], size=FONT["tiny"])
-            norm = _box(ax, x, y + step, _BOX_W, 0.24, "add & layer norm", COLORS["norm"], size=FONT["tiny"])
+            sub = _box(ax, x, below + _GAP + h / 2, _BOX_W, h, name, COLORS["attention"], size=FONT["tiny"])
+            norm = _box(ax, x, sub.top + _GAP + 0.14, _BOX_W, 0.28, "add & norm", COLORS["norm"],
+                        size=FONT["tiny"])
             _arrow(ax, (x, below), (x, sub.bottom))
             _arrow(ax, (x, sub.top), (x, norm.bottom))
             _path(ax, [(x, branch), (skip_x, branch), (skip_x, norm.y), (x + skip_side * _BOX_W / 2, norm.y)],
                   lw=0.8)
             below = norm.top
-            y += 2 * step
-    return below
+        centres[name] = sub.y
+    return below, centres
 
 
-def _transformer_half(ax: Axes, x_enc: float, x_dec: float, pre_norm: bool, title: str, formula: str) -> None:
+def _transformer_half(ax: Axes, x_enc: float, x_dec: float, pre_norm: bool, title: str, formula: str,
+                      top: float) -> None:
     """One encoder-decoder, post-norm or pre-norm, for ``draw_transformer``."""
-    step = 0.36 if pre_norm else 0.42
-    _label(ax, (x_enc + x_dec) / 2, 6.4, title, size=FONT["title"])
-    _label(ax, (x_enc + x_dec) / 2, 6.1, formula, size=FONT["small"])
-    tops = {}
+    _label(ax, (x_enc + x_dec) / 2, top - 0.2, title, size=FONT["title"])
+    _label(ax, (x_enc + x_dec) / 2, top - 0.52, formula, size=FONT["small"])
+    tops, cross_y = {}, None
     for x, kind, sublayers, side in [
             (x_enc, "source tokens", ["self-attention"], -1),
-            (x_dec, "target tokens, shifted right", ["masked self-attention", "cross-attention"], 1)]:
+            (x_dec, "target tokens,\nshifted right", ["masked\nself-attention", "cross-attention"], 1)]:
         sublayers = sublayers + ["feed-forward"]
-        _label(ax, x, 0.22, kind, size=FONT["tiny"])
-        embed = _box(ax, x, 0.75, _BOX_W, 0.42, "embedding $\\times \\sqrt{d}$\n+ positions", COLORS["input"],
+        _label(ax, x, 0.24, kind, size=FONT["tiny"])
+        embed = _box(ax, x, 0.85, _BOX_W, 0.46, "embedding $\\times \\sqrt{d}$\n+ positions", COLORS["input"],
                      size=FONT["tiny"])
-        y0 = 1.45 if not pre_norm else 1.4
-        frame_bottom = y0 - step / 2 - 0.08
+        frame_bottom = embed.top + 0.15
         _arrow(ax, (x, embed.top), (x, frame_bottom), style="-")
-        y_out = _stack(ax, x, y0, frame_bottom, sublayers, pre_norm, side, step)
-        frame_top = y_out + 0.06
+        y_out, centres = _stack(ax, x, frame_bottom, sublayers, pre_norm, side)
+        cross_y = centres.get("cross-attention", cross_y)
+        frame_top = y_out + 0.08
         ax.add_patch(FancyBboxPatch((x - _BOX_W / 2 - 0.2, frame_bottom), _BOX_W + 0.4, frame_top - frame_bottom,
                                     boxstyle="round,pad=0,rounding_size=0.08", facecolor="none",
                                     edgecolor=COLORS["frame"], linestyle="--"))
-        _label(ax, x - _BOX_W / 2 - 0.05, frame_top, r"$N \times$", size=FONT["tiny"],
+        _label(ax, x - _BOX_W / 2 - 0.02, frame_top, r"$N \times$", size=FONT["tiny"],
                bbox=dict(facecolor="white", edgecolor="none", pad=0.5))
-        top = frame_top
+        out = frame_top
         if pre_norm:
-            final = _box(ax, x, top + 0.32, _BOX_W * 0.9, 0.24, "final layer norm", COLORS["norm"],
+            final = _box(ax, x, out + 0.32, _BOX_W, 0.28, "final layer norm", COLORS["norm"],
                          size=FONT["tiny"], edge=COLORS["highlight"], lw=1.5)
-            _arrow(ax, (x, top), (x, final.bottom))
-            top = final.top
-        tops[kind] = top
+            _arrow(ax, (x, out), (x, final.bottom))
+            out = final.top
+        tops[kind] = out
     # the decoder's output layer
-    linear = _box(ax, x_dec, tops["target tokens, shifted right"] + 0.35, _BOX_W * 0.8, 0.26, "linear",
-                  COLORS["output"], size=FONT["tiny"])
-    _arrow(ax, (x_dec, tops["target tokens, shifted right"]), (x_dec, linear.bottom))
-    soft = _box(ax, x_dec, linear.top + 0.3, _BOX_W * 0.8, 0.26, "softmax", COLORS["output"], size=FONT["tiny"])
+    decoder_top = tops["target tokens,\nshifted right"]
+    linear = _box(ax, x_dec, decoder_top + 0.32, _BOX_W * 0.8, 0.28, "linear", COLORS["output"], size=FONT["tiny"])
+    _arrow(ax, (x_dec, decoder_top), (x_dec, linear.bottom))
+    soft = _box(ax, x_dec, linear.top + 0.3, _BOX_W * 0.8, 0.28, "softmax", COLORS["output"], size=FONT["tiny"])
     _arrow(ax, (x_dec, linear.top), (x_dec, soft.bottom))
     # the encoder's output is the keys and values of every decoder block's cross-attention
-    cross_y = 1.45 + 2 * 0.42 if not pre_norm else 1.4 + 3 * 0.36 + 0.36
-    bus = tops["source tokens"] + 0.2
+    bus = tops["source tokens"] + 0.22
     gap = x_dec - _BOX_W / 2 - 0.42
     _path(ax, [(x_enc, tops["source tokens"]), (x_enc, bus), (gap, bus), (gap, cross_y),
                (x_dec - _BOX_W / 2, cross_y)], color=COLORS["highlight"], lw=1.0)
-    _label(ax, (x_enc + gap) / 2, bus + 0.13, "keys, values", size=FONT["tiny"], color=COLORS["highlight"])
+    _label(ax, (x_enc + gap) / 2, bus + 0.15, "keys, values", size=FONT["tiny"], color=COLORS["highlight"])
 
 
 def draw_transformer(ax: Axes | None = None) -> Figure:
@@ -544,12 +558,13 @@ def draw_transformer(ax: Axes | None = None) -> Figure:
     each stack). Encoder blocks: self-attention and feed-forward; decoder blocks: masked self-attention,
     cross-attention to the encoder's output, feed-forward; each stack of ``N`` blocks starts from the
     embeddings times ``sqrt(d)`` plus positions; a linear layer and a softmax follow the decoder."""
-    fig, ax = _canvas(ax, (8.0, 6.6))
-    _transformer_half(ax, 0.95, 2.95, False, "post-norm (the paper)",
-                      r"$\mathbf{x} \leftarrow \mathrm{LN}(\mathbf{x} + F(\mathbf{x}))$")
-    _transformer_half(ax, 5.0, 7.0, True, "pre-norm (norm_first=True)",
-                      r"$\mathbf{x} \leftarrow \mathbf{x} + F(\mathrm{LN}(\mathbf{x}))$")
-    ax.plot([3.95, 3.95], [0.1, 6.5], color=COLORS["frame"], lw=0.8)
+    width, height = 7.8, 7.0
+    fig, ax = _canvas(ax, (width, height))
+    _transformer_half(ax, 0.92, 2.92, False, "post-norm (the paper)",
+                      r"$\mathbf{x} \leftarrow \mathrm{LN}(\mathbf{x} + F(\mathbf{x}))$", height)
+    _transformer_half(ax, 4.88, 6.88, True, "pre-norm (norm_first=True)",
+                      r"$\mathbf{x} \leftarrow \mathbf{x} + F(\mathrm{LN}(\mathbf{x}))$", height)
+    ax.plot([3.9, 3.9], [0.1, height - 0.1], color=COLORS["frame"], lw=0.8)
     return fig
 
 
@@ -558,17 +573,17 @@ def draw_kv_cache(ax: Axes | None = None) -> Figure:
     in each block, only the newest token ``x_t`` is projected; its key and value are appended to the cached
     ones of the earlier positions, and its query attends to all of them. The cross-attention keys and values
     of the ``S`` source positions were projected once, in ``init_state``, and are reused at every step."""
-    fig, ax = _canvas(ax, (7.8, 3.9))
-    cell, cached, left = 0.32, 5, 2.85
-    _label(ax, 3.9, 3.65, r"one decoder block at step $t$: only the newest token is computed", size=FONT["title"])
-    x_t = _box(ax, 0.55, 2.2, 0.6, 0.42, r"$\mathbf{x}_t$", COLORS["input"], edge=COLORS["highlight"], lw=2.0)
-    _label(ax, 0.55, 1.75, "newest token", size=FONT["tiny"])
-    rows = {"q": 3.1, "k": 2.2, "v": 1.2}
+    fig, ax = _canvas(ax, (7.8, 4.4))
+    cell, cached, left = 0.32, 5, 2.75
+    _label(ax, 3.9, 4.18, r"one decoder block at step $t$: only the newest token is computed", size=FONT["title"])
+    x_t = _box(ax, 0.55, 2.6, 0.6, 0.42, r"$\mathbf{x}_t$", COLORS["input"], edge=COLORS["highlight"], lw=2.0)
+    _label(ax, 0.55, 2.15, "newest token", size=FONT["tiny"])
+    rows = {"q": 3.55, "k": 2.6, "v": 1.65}
     new_x = left + cached * cell + cell / 2  # the centre of the newest position's cell
-    attend = _box(ax, 6.35, 1.7, 2.3, 0.5, r"softmax$(\mathbf{q}_t^\top \mathbf{K} / \sqrt{d_h})\, \mathbf{V}$",
+    attend = _box(ax, 6.45, 2.15, 2.2, 0.5, r"softmax$(\mathbf{q}_t^\top \mathbf{K} / \sqrt{d_h})\, \mathbf{V}$",
                   COLORS["attention"], size=FONT["small"])
     for name, y in rows.items():
-        box = _box(ax, 1.85, y, 0.95, 0.38, rf"$\mathbf{{{name}}}_t = \mathbf{{W}}_{name.upper()} \mathbf{{x}}_t$",
+        box = _box(ax, 1.85, y, 0.95, 0.4, rf"$\mathbf{{{name}}}_t = \mathbf{{W}}_{name.upper()} \mathbf{{x}}_t$",
                    COLORS["attention"], size=FONT["small"])
         _path(ax, [(x_t.right, x_t.y), (1.1, x_t.y), (1.1, y), (box.left, y)])
         if name == "q":
@@ -578,21 +593,22 @@ def draw_kv_cache(ax: Axes | None = None) -> Figure:
         _grid(ax, left, y - cell / 2, 1, cached + 1, cell, [[COLORS["context"]] * cached + [COLORS["highlight"]]],
               texts)
         above = y + cell / 2 + 0.14
-        _path(ax, [(box.right, y), (2.6, y), (2.6, above), (new_x, above), (new_x, y + cell / 2)],
+        _path(ax, [(box.right, y), (2.55, y), (2.55, above), (new_x, above), (new_x, y + cell / 2)],
               color=COLORS["highlight"])
         what = "keys" if name == "k" else "values"
-        _label(ax, left + (cached + 1) * cell / 2, y - cell / 2 - 0.15,
-               rf"cached {what} of positions $1, \ldots, t-1$, and the new one", size=FONT["tiny"])
+        _label(ax, left + (cached + 1) * cell / 2, y - cell / 2 - 0.16,
+               rf"cached {what} of positions $1, \ldots, t-1$ and $t$", size=FONT["tiny"])
         end = left + (cached + 1) * cell
         _arrow(ax, (end + 0.05, y), (attend.left, attend.y + (0.1 if name == "k" else -0.1)))
-    _label(ax, 6.35, 1.2, r"self_k, self_v: (blocks, batch, heads, $P$, $d$/heads)", size=FONT["tiny"])
-    _label(ax, 6.35, 0.98, r"$P$ grows by one position per step", size=FONT["tiny"])
+    for k, text in enumerate(["self_k, self_v:", r"(blocks, batch, heads, $P$, $d$/heads)",
+                              r"$P$ grows by one position per step"]):
+        _label(ax, attend.x, attend.bottom - 0.2 - 0.23 * k, text, size=FONT["tiny"])
     # cross-attention cache
-    ax.plot([0.2, 7.6], [0.72, 0.72], color=COLORS["frame"], lw=0.6, ls="--")
-    _grid(ax, 0.35, 0.22, 1, 6, 0.26, [[COLORS["input"]] * 6])
-    _label(ax, 2.1, 0.47, r"cross_k, cross_v: the keys and values of the source's $S$ positions, projected once "
-                          r"in init_state", ha="left", size=FONT["tiny"])
-    _label(ax, 2.1, 0.25, r"and reused at every step: (blocks, batch, heads, $S$, $d$/heads)", ha="left",
+    ax.plot([0.2, 7.6], [0.95, 0.95], color=COLORS["frame"], lw=0.6, ls="--")
+    _grid(ax, 0.3, 0.35, 1, 6, 0.26, [[COLORS["input"]] * 6])
+    _label(ax, 2.1, 0.62, r"cross_k, cross_v: the source's $S$ positions, projected once in init_state",
+           ha="left", size=FONT["tiny"])
+    _label(ax, 2.1, 0.36, r"and reused at every step: (blocks, batch, heads, $S$, $d$/heads)", ha="left",
            size=FONT["tiny"])
     return fig
 

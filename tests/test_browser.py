@@ -11,7 +11,10 @@ each check below also holds for a reader without a network. Checked on every pag
 * every image loads and decodes;
 * every internal link points at a file of the build, and every ``#anchor`` at an element there;
 * on every notebook page, a Colab launch button that opens that notebook's path in the repository;
-* where a page holds saved widget state, every widget view is rendered from it.
+* where a page holds saved widget state, every widget view is rendered from it;
+* at a 1280-pixel window, no code cell is wider than its box (nothing scrolls sideways), and the smallest
+  label of every diagram of ``attn_utils.diagrams`` reads at 80 % of the body text or more, at the size
+  the page shows its image.
 
 Screenshots of chapter 1 and of the widgets on chapters 1 and 10 are written to
 ``_build/screenshots/``. A second test opens pages from ``file://`` in a browser context that is
@@ -25,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import http.server
+import io
 import os
 import re
 import shutil
@@ -33,8 +37,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 
+import matplotlib.text
 import pytest
 import yaml
+from matplotlib import pyplot as plt
+from PIL import Image
+
+from attn_utils import diagrams
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "_build" / "html"
@@ -45,6 +54,10 @@ VIEW_SELECTOR = 'script[type="application/vnd.jupyter.widget-view+json"]'
 STATE_SELECTOR = 'script[type="application/vnd.jupyter.widget-state+json"]'
 LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                "--disable-sync", "--no-first-run", "--disable-quic"]
+
+
+DIAGRAMS = sorted(name for name in dir(diagrams) if name.startswith("draw_"))
+SMALLEST_LABEL = 0.8  # of the body text, as tests/test_diagrams.py holds it at the column's width
 
 
 def _chromium() -> str:
@@ -84,6 +97,7 @@ class PageReport:
     ids: set[str] = field(default_factory=set)
     colab: list[str] = field(default_factory=list)
     widgets: dict = field(default_factory=dict)
+    layout: dict = field(default_factory=dict)
 
 
 MATH_STATE = """() => {
@@ -120,6 +134,27 @@ WIDGET_STATE = f"""() => {{
     sliders: document.querySelectorAll('.widget-slider').length,
   }};
 }}"""
+
+# Code cells (their boxes as shown), the body text's size, and each diagram's image: the diagram function its
+# cell calls, the image's stored width and the width the page shows it at.
+LAYOUT = """names => {
+  const body = document.querySelector('.bd-article p');
+  const code = [...document.querySelectorAll('div.cell_input pre')].filter(p => p.clientWidth > 0)
+    .map(p => ({scroll: p.scrollWidth, client: p.clientWidth,
+                longest: Math.max(...p.textContent.split('\\n').map(line => line.length)),
+                first: p.textContent.trim().split('\\n')[0].slice(0, 60)}));
+  const figures = [];
+  for (const cell of document.querySelectorAll('div.cell')) {
+    const input = cell.querySelector('.cell_input');
+    const source = input ? input.textContent : '';
+    const called = names.filter(name => new RegExp('\\\\b' + name + '\\\\(').test(source));
+    const img = cell.querySelector('.cell_output img');
+    if (called.length === 1 && img) {
+      figures.push({name: called[0], natural: img.naturalWidth, shown: img.getBoundingClientRect().width});
+    }
+  }
+  return {body: body ? parseFloat(getComputedStyle(body).fontSize) : null, code, figures};
+}"""
 
 ALL_VIEWS_RENDERED = f"""() => [...document.querySelectorAll('{VIEW_SELECTOR}')]
   .every(v => v.parentElement.querySelector('.jupyter-widgets'))"""
@@ -192,6 +227,7 @@ def crawl(site, browser) -> dict[str, PageReport]:
             report.links = [urljoin(site + name + ".html", refresh)]
             report.math = {"elements": 0, "typeset": 0, "containers": 0, "tex_errors": [], "raw": []}
             report.widgets = {"states": 0, "views": 0, "rendered": 0, "sliders": 0}
+            report.layout = {"body": None, "code": [], "figures": []}
             continue
         page.goto(site + name + ".html", wait_until="load")
         _settle(page)
@@ -203,6 +239,7 @@ def crawl(site, browser) -> dict[str, PageReport]:
         report.colab = page.evaluate(
             "() => [...document.querySelectorAll('a[href*=\"colab.research.google.com\"]')].map(a => a.href)")
         report.widgets = page.evaluate(WIDGET_STATE)
+        report.layout = page.evaluate(LAYOUT, DIAGRAMS)
         if name == CHAPTER_1:
             page.screenshot(path=str(SCREENSHOTS / "chapter-01.png"))
         if name in WIDGET_PAGES and report.widgets["sliders"]:
@@ -343,3 +380,57 @@ def test_math_and_widgets_render_with_the_network_cut_off(browser):
     finally:
         context.close()
     assert not errors, errors
+
+
+def test_no_code_cell_scrolls_sideways(crawl):
+    """At a 1280-pixel window every code cell's lines fit its box (88 characters, chapters/ruff.toml, in
+    the column and code font of tools/web/course.css)."""
+    def check(name, r):
+        wide = [c for c in r.layout["code"] if c["scroll"] > c["client"]]
+        return "; ".join(f"{c['longest']} characters in {c['scroll']} px, box {c['client']} px ({c['first']!r})"
+                         for c in wide)
+
+    failures = _failures(crawl, check)
+    assert not failures, "code cells wider than their box:\n" + "\n".join(failures)
+    assert sum(len(r.layout["code"]) for r in crawl.values()) > 300, "the check saw the code cells"
+
+
+def _label_points_and_width(name: str) -> tuple[float, int]:
+    """The smallest label's size in points of diagram ``name`` and the width in pixels of its image as a
+    notebook stores it (its dpi, cropped to the drawing)."""
+    fig = getattr(diagrams, name)()
+    try:
+        points = min(t.get_fontsize() for t in fig.findobj(matplotlib.text.Text)
+                     if t.get_visible() and t.get_text().strip())
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", bbox_inches="tight", dpi=fig.get_dpi())
+        return points * fig.get_dpi() / 72, Image.open(buffer).size[0]
+    finally:
+        plt.close(fig)
+
+
+def test_diagram_labels_read_at_80_percent_of_the_body_text(crawl):
+    """Each diagram's image as the page shows it at a 1280-pixel window: its smallest label, scaled with the
+    image, is at least 80 % of the body text. The stored image must be the figure as drawn now (its width)."""
+    drawn = {name: _label_points_and_width(name) for name in DIAGRAMS}
+    seen = set()
+
+    def check(name, r):
+        problems = []
+        for figure in r.layout["figures"]:
+            seen.add(figure["name"])
+            pixels, width = drawn[figure["name"]]
+            if abs(figure["natural"] - width) > 0.02 * width:  # another renderer may differ by a pixel
+                problems.append(f"{figure['name']}: the stored image is {figure['natural']} px wide, the figure "
+                                f"draws {width} px: re-run its cell (python -m tools.execute_cells)")
+                continue
+            label = pixels * figure["shown"] / figure["natural"]
+            if label < SMALLEST_LABEL * r.layout["body"]:
+                problems.append(f"{figure['name']}: smallest label {label:.1f} px against body text "
+                                f"{r.layout['body']:.0f} px (image shown {figure['shown']:.0f} of "
+                                f"{figure['natural']} px)")
+        return "; ".join(problems)
+
+    failures = _failures(crawl, check)
+    assert not failures, "diagram labels:\n" + "\n".join(failures)
+    assert seen == set(DIAGRAMS), f"diagrams on no page: {sorted(set(DIAGRAMS) - seen)}"

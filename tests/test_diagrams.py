@@ -1,11 +1,14 @@
-"""attn_utils.diagrams: every figure renders, shows its key labels, and no two labels overlap or leave the figure."""
+"""attn_utils.diagrams: every figure renders, shows its key labels, no two labels overlap or leave the figure,
+and the smallest label reads at 80 % of the body text or more where the book shows the figure."""
 
+import io
 import itertools
 
 import matplotlib.figure
 import matplotlib.text
 import pytest
 from matplotlib import pyplot as plt
+from PIL import Image
 
 from attn_utils import diagrams
 
@@ -29,10 +32,10 @@ KEY_LABELS = {
                                    r"merge: (batch, $n$, $d$)", r"$\mathbf{W}_o$", "head 1", "head 4",
                                    r"$d = h\, d_h$"],
     "draw_transformer": ["post-norm (the paper)", "pre-norm (norm_first=True)", "final layer norm",
-                         "masked self-attention", "cross-attention", "add & layer norm", "layer norm", "+",
+                         "masked\nself-attention", "cross-attention", "add & norm", "layer norm", "+",
                          "linear", "softmax", "keys, values", r"$N \times$"],
     "draw_kv_cache": [r"$\mathbf{x}_t$", r"$\mathbf{q}_t = \mathbf{W}_Q \mathbf{x}_t$", r"$t{-}1$", r"$t$",
-                      r"self_k, self_v: (blocks, batch, heads, $P$, $d$/heads)"],
+                      "self_k, self_v:", r"(blocks, batch, heads, $P$, $d$/heads)"],
     "draw_tiled_attention": [r"$\mathbf{Q}_i$", r"$\mathbf{K}_j, \mathbf{V}_j$",
                              r"$\mathbf{S}_{ij} = \tau\, \mathbf{Q}_i \mathbf{K}_j^\top$"],
     "draw_gpu_memory": ["registers", "shared memory", "L2 cache", "HBM3", "256 KB per SM", "228 KB per SM",
@@ -40,6 +43,11 @@ KEY_LABELS = {
                         r"$\mathbf{K}_j, \mathbf{V}_j$ tiles, loaded ahead of use"],
 }
 FIGURES = sorted(name for name in dir(diagrams) if name.startswith("draw_"))
+# Where the book shows a figure: its text column at a 1280-pixel window, body text of 16 pixels (both
+# measured on every page by tests/test_browser.py, which also checks each figure's size as shown).
+COLUMN_PX = 752
+BODY_PX = 16
+SMALLEST_LABEL = 0.8  # of the body text
 
 
 def _texts(fig):
@@ -106,5 +114,45 @@ def test_the_checks_catch_overlapping_and_escaping_labels():
         assert (r"$\mathbf{k}_2$", r"$a(\mathbf{q}, \mathbf{k}_2)$") in _overlaps(_texts(fig))
         label.set_position((7.6, 1.85))  # half off the right edge
         assert r"$\mathbf{k}_2$" in _outside(fig, _texts(fig))
+    finally:
+        plt.close(fig)
+
+
+def _saved_width(fig) -> int:
+    """The figure's width in pixels as Jupyter stores it: at its own dpi, cropped to the drawing."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", bbox_inches="tight", dpi=fig.get_dpi())
+    return Image.open(buffer).size[0]
+
+
+def smallest_label_px(fig, column_px: float = COLUMN_PX) -> float:
+    """The smallest label's size in pixels on the page: its points at the figure's dpi, times the scale at
+    which a column of ``column_px`` shows the stored image (the page narrows an image wider than its column
+    and never enlarges one). Subscripts and superscripts inside a label are not counted apart."""
+    points = min(t.get_fontsize() for t in fig.findobj(matplotlib.text.Text)
+                 if t.get_visible() and t.get_text().strip())
+    return points * fig.get_dpi() / 72 * min(1.0, column_px / _saved_width(fig))
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_smallest_label_reads_at_80_percent_of_the_body_text(name):
+    fig = getattr(diagrams, name)()
+    try:
+        size = smallest_label_px(fig)
+        assert size >= SMALLEST_LABEL * BODY_PX, (
+            f"{name}: its smallest label is {size:.1f} px at a {COLUMN_PX}-px column, under "
+            f"{SMALLEST_LABEL:.0%} of the {BODY_PX}-px body text")
+    finally:
+        plt.close(fig)
+
+
+def test_the_label_size_check_catches_a_small_label_and_a_wide_figure():
+    fig = diagrams.draw_qkv_lookup()
+    try:
+        assert smallest_label_px(fig) >= SMALLEST_LABEL * BODY_PX
+        assert smallest_label_px(fig, column_px=500) < SMALLEST_LABEL * BODY_PX  # shrunk to a narrow column
+        next(t for t in fig.findobj(matplotlib.text.Text) if t.get_text() == "softmax").set_fontsize(7)
+        assert smallest_label_px(fig) == pytest.approx(7 * diagrams.DPI / 72 * min(1.0, COLUMN_PX / _saved_width(fig)))
+        assert smallest_label_px(fig) < SMALLEST_LABEL * BODY_PX
     finally:
         plt.close(fig)

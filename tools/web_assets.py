@@ -1,4 +1,4 @@
-"""Put the JavaScript the book needs into the build, so the site reads without a network.
+"""Put the scripts and the stylesheet the book needs into the build, so the site reads without a network.
 
 Built as it comes, a Jupyter Book page loads MathJax and the Jupyter widget manager from CDNs;
 offline, its math stays raw TeX and its saved widgets stay blank. ``make web-assets`` installs
@@ -9,6 +9,7 @@ path (``mathjax_path`` and ``nb_ipywidgets_js`` point there):
     _build/web_assets/mathjax/   MathJax 3's ``es5`` folder (tex-mml-chtml.js, its fonts and extensions)
     _build/web_assets/widgets/   require.js (RequireJS), @jupyter-widgets/html-manager's ``dist`` folder and
                                  offline-widgets.js (the course's own: fonts and MathJax for the widgets)
+    _build/web_assets/course.css the course's own styles (code that fits its box; ``html_css_files``)
 
     python -m tools.web_assets           # copy (after ``npm ci --prefix tools/web``)
     python -m tools.web_assets --check   # exit 1 naming any file a page would miss
@@ -34,9 +35,10 @@ COPIES = [
 ]
 # The course's own script, from tools/web (see its comments): local fonts for the widget manager and
 # a MathJax 2 ``Hub.Queue`` for its labels, forwarded to MathJax 3.
-OWN_FILES = [("offline-widgets.js", "widgets/offline-widgets.js")]
+OWN_FILES = [("offline-widgets.js", "widgets/offline-widgets.js"), ("course.css", "course.css")]
 # What the pages load, relative to the static folder (see _config.yml).
-ENTRY_POINTS = ["mathjax/tex-mml-chtml.js", "widgets/require.js", "widgets/offline-widgets.js", "widgets/embed-amd.js"]
+ENTRY_POINTS = ["mathjax/tex-mml-chtml.js", "widgets/require.js", "widgets/offline-widgets.js", "widgets/embed-amd.js",
+                "course.css"]
 
 
 def missing(target: Path = TARGET) -> list[str]:
