@@ -89,3 +89,28 @@ def test_what_stays_where_it_is():
 def test_a_cell_that_does_not_parse_is_left_alone():
     source = "%timeit f(x)  # an IPython magic\n"
     assert comments_above(source, 10) == source
+
+
+def test_python_in_the_prose_is_formatted_like_a_cell_and_other_blocks_are_left_alone(tmp_path):
+    import nbformat
+
+    from tools.format_notebooks import format_prose_blocks
+
+    long_call = ("model, _ = attn_utils.train_recipe('no attention', reversed_data, max_steps=TRAINING_STEPS, "
+                 "eval_points=0)  # the same recipe\n")
+    broken = "for x in\n"  # does not parse: left as it is
+    shell = "python benchmarks/bench_fast_attention.py --device cuda --out benchmarks/results/a_long_name.json\n"
+    source = f"Text.\n\n```python\n{long_call}```\n\n```python\n{broken}```\n\n```bash\n{shell}```\n"
+    path = tmp_path / "page.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(source)]), path)
+    assert format_prose_blocks(path, write=False) and nbformat.read(path, as_version=4).cells[0].source == source
+    assert format_prose_blocks(path)
+    new = nbformat.read(path, as_version=4).cells[0].source
+    block = new.split("```python\n")[1].split("```")[0]
+    assert block == ("# the same recipe\n"
+                     "model, _ = attn_utils.train_recipe(\n"
+                     '    "no attention", reversed_data, max_steps=TRAINING_STEPS, eval_points=0\n'
+                     ")\n")
+    assert ast.dump(ast.parse(block)) == ast.dump(ast.parse(long_call))
+    assert f"```python\n{broken}```" in new and f"```bash\n{shell}```" in new
+    assert not format_prose_blocks(path)  # formatting again changes nothing

@@ -12,8 +12,10 @@ checked to be unchanged.
 
 A coding exercise shows its solution cell's code again in its ``{solution}`` block, and a test holds
 the two equal; formatting the cell alone would break that, so the block's copy is rewritten with the
-cell. Lines that the formatter cannot shorten (long strings and comments) are left for
-``ruff check`` (E501) to report.
+cell. Python shown in the prose (a ```` ```python ```` block of a markdown cell, e.g. a written
+exercise's solution) is formatted the same way, so it fits the page's code box too; a block that
+does not parse is left as it is. Lines that the formatter cannot shorten (long strings and comments)
+are left for ``ruff check`` (E501) to report.
 
     python -m tools.format_notebooks          # format every chapter
     python -m tools.format_notebooks --check  # exit 1 if any chapter would change
@@ -150,6 +152,39 @@ def move_comments(path: Path, write: bool = True) -> bool:
     return changed
 
 
+PROSE_BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+def format_python(source: str, limit: int | None = None) -> str:
+    """``source`` as ``make format`` formats a code cell (comments above, then ruff); unchanged when it
+    does not parse or formatting would change its syntax tree."""
+    before = _syntax(source)
+    if before is None:
+        return source
+    done = subprocess.run([sys.executable, "-m", "ruff", "format", "--config", str(RUFF_CONFIG), "-"],
+                          input=comments_above(source, limit), capture_output=True, text=True)
+    if done.returncode != 0 or _syntax(done.stdout) != before:
+        return source
+    return done.stdout
+
+
+def format_prose_blocks(path: Path, write: bool = True) -> bool:
+    """Format every ```` ```python ```` block of the markdown cells of ``path``; True when one changes."""
+    nb = nbformat.read(path, as_version=4)
+    limit = line_length()
+    changed = False
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        new = PROSE_BLOCK.sub(lambda m: "```python\n" + format_python(m.group(1), limit) + "```", cell.source)
+        if new != cell.source:
+            cell.source = new
+            changed = True
+    if changed and write:
+        nbformat.write(nb, path)
+    return changed
+
+
 def _solution_sources(path: Path) -> dict[str, str]:
     nb = nbformat.read(path, as_version=4)
     return {label: cells["solution"].source.strip() for label, cells in editions.coding_exercises(nb).items()}
@@ -183,7 +218,10 @@ def main(argv=None) -> int:
         moving = [path for path in paths if move_comments(path, write=False)]
         for path in moving:
             print(f"Would move trailing comments above their statements: {path.relative_to(ROOT)}")
-        return subprocess.run([*ruff, "--check", *map(str, paths)]).returncode or int(bool(moving))
+        prose = [path for path in paths if format_prose_blocks(path, write=False)]
+        for path in prose:
+            print(f"Would format the Python blocks of its markdown: {path.relative_to(ROOT)}")
+        return subprocess.run([*ruff, "--check", *map(str, paths)]).returncode or int(bool(moving or prose))
     before = {path: _solution_sources(path) for path in paths}
     trees = {path: _code_trees(nbformat.read(path, as_version=4)) for path in paths}
     for path in paths:
@@ -193,6 +231,7 @@ def main(argv=None) -> int:
         if _code_trees(nbformat.read(path, as_version=4)) != trees[path]:
             raise SystemExit(f"{path.name}: formatting changed the syntax tree of a code cell")
         _sync_solution_blocks(path, before[path])
+        format_prose_blocks(path)
     return 0
 
 
