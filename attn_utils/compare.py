@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+from .checks import check_bool, check_positive_int
 from .device import get_device, set_seed
 from .evaluate import alignment_error, bleu_report, evaluate_bleu
 from .registry import CHAPTER_6_TRANSLATORS, build_translator
@@ -62,13 +63,30 @@ BOOK_RECIPES = {
 MODEL_OPTIONS = ("dropout", "scaled", "input_feeding")
 
 
-def book_settings(name: str, max_steps: int = BOOK_STEPS) -> dict:
-    """``train_and_score`` keyword arguments of the book recipe ``name`` (``max_steps`` steps of ``BOOK_BATCH``)."""
-    if name not in BOOK_RECIPES:
+#: The grammar corpus's sizes and budget. Chapter 6 trains every recipe's design with them, and so do the stored
+#: comparison's grammar runs, whose alignment error rates its table shows.
+GRAMMAR_SETTINGS = {"embed_size": 32, "num_hiddens": 64, "lr": 1e-2, "batch_size": 64, "max_steps": 300, "warmup": 20}
+
+
+def recipe_design(name: str) -> dict:
+    """The design of the book recipe ``name`` (a key of ``BOOK_RECIPES``), without its sizes or training: the
+    translator and its options (depth, scaled scores, window), as ``build_and_train`` keyword arguments."""
+    if not isinstance(name, str) or name not in BOOK_RECIPES:
         raise ValueError(f"name must be one of {list(BOOK_RECIPES)}, got {name!r}")
     recipe = BOOK_RECIPES[name]
-    return {"translator": recipe.translator, **recipe.model, **recipe.train, "max_steps": max_steps,
-            "batch_size": BOOK_BATCH}
+    return {"translator": recipe.translator, **recipe.model}
+
+
+def book_settings(name: str, max_steps: int = BOOK_STEPS) -> dict:
+    """``train_and_score`` keyword arguments of the book recipe ``name`` (a key of ``BOOK_RECIPES``; ``max_steps``
+    steps of ``BOOK_BATCH``)."""
+    return {**recipe_design(name), **BOOK_RECIPES[name].train, "max_steps": max_steps, "batch_size": BOOK_BATCH}
+
+
+def grammar_settings(name: str, max_steps: int = GRAMMAR_SETTINGS["max_steps"]) -> dict:
+    """``train_and_score`` keyword arguments of the design of recipe ``name`` at the grammar corpus's sizes and
+    budget (``GRAMMAR_SETTINGS``, with ``max_steps`` steps)."""
+    return {**recipe_design(name), **GRAMMAR_SETTINGS, "max_steps": max_steps}
 
 
 def build_and_train(name: str, data, *, embed_size: int = 256, num_hiddens: int = 256, num_layers: int = 1,
@@ -107,8 +125,15 @@ def train_and_score(name: str, data, *, seed: int = 0, split: str = "test", num_
     With ``num_samples``, the row also holds ``bleu_report``'s bootstrap intervals, multi-reference BLEU and
     BLEU in each of the split's length buckets (``by_length``; ``data.split.buckets``), the ``hypotheses``
     too with ``keep_hypotheses``, and, when validation BLEU was measured (``eval_points``), the learning
-    ``curve``: steps, seconds of training and validation BLEU at each evaluation.
+    ``curve``: steps, seconds of training and validation BLEU at each evaluation. ``split``, ``num_samples``
+    (a positive int or None) and ``keep_hypotheses`` (a bool) are checked before training.
     """
+    if not hasattr(data, "pairs"):
+        raise ValueError(f"data must be the TranslationData of load_translation_data, got {type(data).__name__}")
+    data.pairs(split)  # a split that does not exist, named now rather than after training
+    if num_samples is not None:
+        check_positive_int("num_samples", num_samples, hint="or None (BLEU alone)")
+    check_bool("keep_hypotheses", keep_hypotheses)
     model, history = build_and_train(name, data, seed=seed, **kwargs)
     batch_size = kwargs.get("batch_size", 128)
     steps_per_epoch = math.ceil(len(data.train) / batch_size)
@@ -133,20 +158,33 @@ def train_and_score(name: str, data, *, seed: int = 0, split: str = "test", num_
     return model, row
 
 
-def compare_translators(data, names=None, **kwargs) -> tuple[dict, list[dict]]:
+def compare_translators(data, names=None, *, recipes: bool = False, **kwargs) -> tuple[dict, list[dict]]:
     """Train every model of ``names`` (default: chapter 6's seven, ``CHAPTER_6_TRANSLATORS``) with the same settings.
 
     Returns ``(models, rows)``: the trained models by name and one row each (see ``train_and_score``).
+    ``names``: a list of names of ``registry.TRANSLATORS`` (or None). With ``recipes=True`` the names are keys
+    of ``BOOK_RECIPES`` and each model has its recipe's design (``recipe_design``: e.g. "Luong general" scaled,
+    "Luong general, unscaled" as the paper scores), at the sizes and budget of ``kwargs``.
     """
+    check_bool("recipes", recipes)
+    if names is not None and (isinstance(names, str) or not isinstance(names, (list, tuple)) or not names
+                              or not all(isinstance(n, str) for n in names)):
+        raise ValueError(f"names must be a non-empty list of translator names, or None, got {names!r:.60}")
     models, rows = {}, []
     for name in names or CHAPTER_6_TRANSLATORS:
-        models[name], row = train_and_score(name, data, **kwargs)
+        models[name], row = train_and_score(name, data, **{**(recipe_design(name) if recipes else {}), **kwargs})
         rows.append(row)
     return models, rows
 
 
 def format_table(rows: list[dict], bleu_label: str = "test BLEU") -> str:
-    """The rows as a fixed-width text table (AER shown as '-' for models without attention)."""
+    """The rows (of ``compare_translators``: dicts with ``model``, ``bleu``, ``parameters``, ``seconds_per_epoch``
+    and ``aer``) as a fixed-width text table (AER shown as '-' for models without attention)."""
+    needed = ("model", "bleu", "parameters", "seconds_per_epoch")
+    if not isinstance(rows, (list, tuple)) or not all(isinstance(r, dict) and all(k in r for k in needed)
+                                                      for r in rows):
+        raise ValueError(f"rows must be a list of dicts with {list(needed)} (compare_translators' rows), got "
+                         f"{rows!r:.80}")
     lines = [f"{'model':<15} {bleu_label:>10} {'AER':>6} {'parameters':>11} {'s/epoch':>8}"]
     for r in rows:
         aer = "-" if r.get("aer") is None else f"{r['aer']:.3f}"

@@ -43,7 +43,15 @@ from pathlib import Path
 import torch
 
 import attn_utils
-from attn_utils.compare import BOOK_BATCH, BOOK_RECIPES, BOOK_STEPS, book_settings, train_and_score
+from attn_utils.compare import (
+    BOOK_BATCH,
+    BOOK_RECIPES,
+    BOOK_STEPS,
+    GRAMMAR_SETTINGS,
+    book_settings,
+    grammar_settings,
+    train_and_score,
+)
 from attn_utils.stored_results import check_translator_results, format_summary, summarize_runs
 
 RESULTS = Path(__file__).resolve().parent / "results" / "translators_cpu.json"
@@ -54,7 +62,6 @@ MAIN_MODELS = ("no attention", "Bahdanau", "Bahdanau uniform", "Luong general", 
 TRAIN_PAIRS = 40_000
 EVAL_POINTS = 10
 BOOTSTRAP_SAMPLES = 1000
-GRAMMAR = dict(embed_size=32, num_hiddens=64, lr=1e-2, batch_size=64, max_steps=300, warmup=20)
 
 
 def machine(threads: int, workers: int) -> dict:
@@ -83,9 +90,8 @@ def run_job(job: dict) -> dict:
     name, seed = job["model"], job["seed"]
     if job["section"] == "grammar_runs":
         data = attn_utils.load_translation_data("grammar", verbose=False)
-        recipe = BOOK_RECIPES[name]  # the recipe's design (depth, window, scaled scores...) at the grammar sizes
-        _, row = train_and_score(name, data, seed=seed, device=device, progress=False, translator=recipe.translator,
-                                 **{**recipe.model, **GRAMMAR})
+        # the recipe's design (depth, window, scaled scores...) at the grammar sizes
+        _, row = train_and_score(name, data, seed=seed, device=device, progress=False, **grammar_settings(name))
         return {"section": "grammar_runs", "model": name, "seed": seed, "bleu": row["bleu"], "aer": row["aer"]}
     data = _tatoeba()
     settings = book_settings(name, job["steps"])
@@ -133,7 +139,7 @@ def main(argv=None) -> int:
         "budget": {"steps": args.steps, "batch_size": BOOK_BATCH,
                    "eval_points": EVAL_POINTS, "bootstrap_samples": BOOTSTRAP_SAMPLES},
         "recipes": {name: BOOK_RECIPES[name]._asdict() for name in args.models},
-        "grammar_settings": GRAMMAR, "sweep": [], "runs": [], "grammar_runs": [],
+        "grammar_settings": GRAMMAR_SETTINGS, "sweep": [], "runs": [], "grammar_runs": [],
     }
     done = set()
     if args.resume and args.out.exists():

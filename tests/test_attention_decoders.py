@@ -20,7 +20,13 @@ from attn_utils.attention import (
     UniformAttention,
 )
 from attn_utils.bahdanau import BahdanauDecoder, make_bahdanau
-from attn_utils.compare import compare_translators, format_table, train_and_score
+from attn_utils.compare import (
+    compare_translators,
+    format_table,
+    grammar_settings,
+    recipe_design,
+    train_and_score,
+)
 from attn_utils.data import load_translation_data
 from attn_utils.decoding import beam_search, greedy_decode
 from attn_utils.evaluate import alignment_error, evaluate_bleu, forced_attention
@@ -551,6 +557,30 @@ def test_compare_translators_rows(grammar):
     _, row = train_and_score("Bahdanau", grammar, embed_size=8, num_hiddens=8, max_steps=2, batch_size=16,
                              progress=False)
     assert row["model"] == "Bahdanau" and row["aer"] is not None
+
+
+def test_compare_translators_trains_each_recipe_design_at_the_sizes_given(grammar):
+    sizes = dict(embed_size=8, num_hiddens=8, max_steps=2, batch_size=16, progress=False)
+    names = ["Luong general", "Luong general, unscaled", "Luong general, 2 layers"]
+    models, rows = compare_translators(grammar, names=names, recipes=True, **sizes)
+    assert [r["model"] for r in rows] == names
+    decoders = [models[name].decoder for name in names]
+    assert [d.scaled for d in decoders] == [True, False, True]  # one name, one design: the recipe's
+    assert [d.num_layers for d in decoders] == [1, 1, 2]
+    # the same runs as train_and_score with the design spelled out (the stored comparison's grammar runs)
+    for name, row in zip(names, rows):
+        assert recipe_design(name)["translator"] == "Luong general"
+        _, alone = train_and_score(name, grammar, **{**grammar_settings(name), **sizes})
+        assert (alone["bleu"], alone["aer"], alone["parameters"]) == (row["bleu"], row["aer"], row["parameters"])
+    # without recipes the names are translators, with the registry's defaults (unscaled)
+    plain, _ = compare_translators(grammar, names=["Luong general"], **sizes)
+    assert plain["Luong general"].decoder.scaled is False
+    assert grammar_settings("Bahdanau") == {"translator": "Bahdanau", "embed_size": 32, "num_hiddens": 64, "lr": 1e-2,
+                                            "batch_size": 64, "max_steps": 300, "warmup": 20}
+    with pytest.raises(ValueError, match="name must be one of"):
+        compare_translators(grammar, names=["Luong general, scaled"], recipes=True, **sizes)
+    with pytest.raises(ValueError, match="recipes"):
+        compare_translators(grammar, names=names, recipes="yes", **sizes)
 
 
 # ----------------------------------------------------------------------------------------------
