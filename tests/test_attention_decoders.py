@@ -21,6 +21,7 @@ from attn_utils.attention import (
 )
 from attn_utils.bahdanau import BahdanauDecoder, make_bahdanau
 from attn_utils.compare import (
+    GRAMMAR_SETTINGS,
     compare_translators,
     format_table,
     grammar_settings,
@@ -562,11 +563,11 @@ def test_compare_translators_rows(grammar):
 def test_compare_translators_trains_each_recipe_design_at_the_sizes_given(grammar):
     sizes = dict(embed_size=8, num_hiddens=8, max_steps=2, batch_size=16, progress=False)
     names = ["Luong general", "Luong general, unscaled", "Luong general, 2 layers"]
-    models, rows = compare_translators(grammar, names=names, recipes=True, **sizes)
+    models, rows = compare_translators(grammar, names=names, recipes=True, **{**GRAMMAR_SETTINGS, **sizes})
     assert [r["model"] for r in rows] == names
     decoders = [models[name].decoder for name in names]
     assert [d.scaled for d in decoders] == [True, False, True]  # one name, one design: the recipe's
-    assert [d.num_layers for d in decoders] == [1, 1, 2]
+    assert [d.rnn.num_layers for d in decoders] == [1, 1, 2]
     # the same runs as train_and_score with the design spelled out (the stored comparison's grammar runs)
     for name, row in zip(names, rows):
         assert recipe_design(name)["translator"] == "Luong general"

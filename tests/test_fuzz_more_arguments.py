@@ -630,7 +630,8 @@ def test_fit_trains_within_its_budget_or_names_the_argument(spoiled, data):
     start = time.perf_counter()
     expect(lambda: fit(model, step_loss, evaluate=evaluate, progress=False, **kwargs), named, valid,
            documented=(FloatingPointError,))
-    assert time.perf_counter() - start < 10, "a bounded budget ran long"
+    # at most 5 steps of a 4-parameter model or 0.02 s: seconds even on a loaded machine; minutes mean no bound held
+    assert time.perf_counter() - start < 120, "a bounded budget ran long"
 
 
 CORPUS = torch.tensor([[1, 4, 5, 6, 2, 0], [1, 7, 8, 9, 10, 2]])
