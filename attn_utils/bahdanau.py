@@ -23,12 +23,15 @@ import torch
 from torch import nn
 
 from .attention import AdditiveAttention, attend
-from .checks import check_tokens
+from .checks import check_bool, check_positive_int
 from .masking import lengths_to_mask
 from .seq2seq import (
     Decoder,
     EncoderDecoder,
     Seq2SeqEncoder,
+    check_sizes,
+    check_source,
+    check_state_rows,
     init_seq2seq,
     source_lengths,
 )
@@ -44,7 +47,9 @@ class BahdanauDecoder(Decoder):
     units per direction, so annotations have ``2 * num_hiddens``.
 
     State: ``(annotations (batch, src, 2h), U_a annotations (batch, src, a), src_valid_lens
-    (batch,), s (batch, h))``. After ``forward``, ``attention_weights`` is ``(batch, steps, src)``.
+    (batch,), s (batch, h))``. ``forward(X, state)`` takes target token ids ``(batch, steps >= 1)`` in
+    ``[0, vocab_size)``; afterwards ``attention_weights`` is ``(batch, steps, src)``. Sizes are positive
+    ints (``attention_hiddens`` ``None``: ``num_hiddens``), ``maxout`` is ``True`` or ``False``.
     """
 
     has_attention = True
@@ -53,7 +58,11 @@ class BahdanauDecoder(Decoder):
     def __init__(self, vocab_size: int, embed_size: int, num_hiddens: int, attention_hiddens: int | None = None,
                  maxout: bool = True):
         super().__init__()
-        h, a = num_hiddens, attention_hiddens or num_hiddens
+        check_sizes(vocab_size=vocab_size, embed_size=embed_size, num_hiddens=num_hiddens)
+        if attention_hiddens is not None:  # 0 used to fall back silently to num_hiddens
+            check_positive_int("attention_hiddens", attention_hiddens, hint="or None (num_hiddens)")
+        check_bool("maxout", maxout)
+        h, a = num_hiddens, num_hiddens if attention_hiddens is None else attention_hiddens
         self.num_hiddens, self.maxout = h, maxout
         self.embedding = nn.Embedding(vocab_size, embed_size)
         self.W_s = nn.Linear(h, h)
@@ -88,9 +97,10 @@ class BahdanauDecoder(Decoder):
         return context.squeeze(1), weights.squeeze(1)  # (batch, 2h), (batch, src)
 
     def forward(self, X, state):
-        check_tokens(X, "the decoder's input X")
+        ids = check_source(X, self.embedding, "the decoder's input X")
         annotations, keys, lens, s = state
-        embs = self.embedding(X.long())  # (batch, steps, embed)
+        check_state_rows(X, annotations.shape[0])
+        embs = self.embedding(ids)  # (batch, steps, embed)
         contexts, states, weights = [], [], []
         for i in range(embs.shape[1]):
             context, alpha = self.attend(s, keys, annotations, lens)  # query s_{i-1}
@@ -112,9 +122,10 @@ def make_bahdanau(src_vocab_size: int, tgt_vocab_size: int, embed_size: int = 25
     ``uniform=True`` is the control for what the soft search brings: ``v_a`` is zero and frozen, so every
     score is 0 and every target word gets the mean of the annotations as its context, a fixed summary of the
     sentence, with the rest of the model (bidirectional encoder, deep output, sizes) unchanged. (``W_a`` and
-    ``U_a`` then receive no gradient either: each reaches the loss only through ``v_a``.)"""
-    if not isinstance(uniform, bool):
-        raise ValueError(f"uniform must be True or False, got {uniform!r}")
+    ``U_a`` then receive no gradient either: each reaches the loss only through ``v_a``.) Sizes are positive
+    ints, ``maxout`` and ``uniform`` ``True`` or ``False``."""
+    check_sizes(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size)
+    check_bool("uniform", uniform)
     config = dict(kind="bahdanau", src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
                   embed_size=embed_size, num_hiddens=num_hiddens, attention_hiddens=attention_hiddens, maxout=maxout,
                   uniform=uniform)

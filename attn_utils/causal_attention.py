@@ -24,6 +24,7 @@ from typing import NamedTuple
 import torch
 
 from .alibi import alibi_bias
+from .checks import check_bool, check_non_negative_int
 from .masking import sliding_window_mask
 from .rotary import rotary_cos_sin, rotate
 
@@ -58,15 +59,19 @@ def self_attention_context(T: int, P: int, offset: int, *, position_scheme: str 
     ``P`` cached positions (the last P before ``offset``), computed once per forward pass.
     Causal attention without a window builds no mask: it is left to the attention (``causal`` in the
     context). ``causal=False`` (an encoder's self-attention: P = 0, every position sees every other) gives
-    no mask and ALiBi's symmetric bias ``-slope * |i - j|``; ``window`` is for causal attention only."""
+    no mask and ALiBi's symmetric bias ``-slope * |i - j|``; ``window`` is for causal attention only.
+    ``T``, ``P`` and ``offset`` are ints >= 0 (``T = 0``: no mask and no bias), ``causal`` a bool."""
+    for name, value in (("T", T), ("P", P), ("offset", offset)):
+        check_non_negative_int(name, value)
+    check_bool("causal", causal)
     check_position_scheme(position_scheme, window)
     if not causal and (window is not None or P):
         raise ValueError("an encoder's (non-causal) self-attention has no window and no cache")
     mask = None
-    if window is not None and not (T == 1 and window >= P + T):
+    if window is not None and T and not (T == 1 and window >= P + T):  # (no token: nothing to mask)
         mask = sliding_window_mask(T, P + T, window, device)  # causal too
     attn_bias = None
-    if position_scheme == "alibi":
+    if position_scheme == "alibi" and T:
         attn_bias = alibi_bias(num_heads, T, P + T, device, symmetric=not causal)  # (heads, T, P + T)
     rotary = None
     if position_scheme == "rotary":
@@ -86,6 +91,9 @@ def causal_self_attention(attention, X, cache=None, block: int = 0, context: Sel
     forward pass's ``self_attention_context``; without one it is computed here from ``position_scheme``
     and ``window``.
     """
+    if not isinstance(X, torch.Tensor) or X.dim() != 3:
+        raise ValueError(f"X must be a tensor (batch, T, d), got "
+                         f"{tuple(X.shape) if isinstance(X, torch.Tensor) else type(X).__name__}")
     queries = attention.project_q(X)  # (batch, heads, T, dh)
     keys, values = attention.project_kv(X, X)  # (batch, kv_heads, T, dh) each
     if context is None:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import torch
 
+from .checks import check_bool, check_device
+from .device import available_devices
 from .registry import MODEL_BUILDERS, build_model
 from .training_loop import History
 
@@ -43,8 +45,11 @@ def save_checkpoint(path, model, history: History | None = None, extra: dict | N
     ``require_config=False`` it is saved, and must be loaded with ``load_checkpoint(path, model)``.
     The file is written next to ``path`` and then renamed onto it (``os.replace``), so a save that fails
     or is interrupted leaves the previous file at ``path`` as it was. A missing folder of ``path`` is
-    created; a ``path`` that is a folder, or under a file, is a ``CheckpointError`` naming it.
+    created; a ``path`` that is a folder, or under a file, is a ``CheckpointError`` naming it. ``path``: a string
+    or a path; ``require_config``: a bool.
     """
+    _check_path(path)
+    check_bool("require_config", require_config)
     if not isinstance(model, torch.nn.Module):
         raise CheckpointError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if history is not None and not isinstance(history, History):
@@ -80,6 +85,12 @@ def save_checkpoint(path, model, history: History | None = None, extra: dict | N
         raise
 
 
+def _check_path(path) -> None:
+    if not isinstance(path, (str, os.PathLike)):
+        raise CheckpointError(f"path must be a string or a path (the checkpoint's file), got {type(path).__name__} "
+                              f"{path!r:.40}")
+
+
 def _prepare_folder(path: Path) -> None:
     """Create ``path``'s folder where it is missing; a ``CheckpointError`` naming the path when it is a folder,
     or when something on the way to it is a file (rather than an error about the temporary file)."""
@@ -89,6 +100,15 @@ def _prepare_folder(path: Path) -> None:
         if ancestor.exists() and not ancestor.is_dir():
             raise CheckpointError(f"cannot save to {path}: {ancestor} is a file, not a folder")
     path.parent.mkdir(parents=True, exist_ok=True)
+
+
+def _available(device: torch.device) -> torch.device:
+    """``device`` if this machine has its kind, else a ``CheckpointError`` (torch's own error would be reported
+    as a file that cannot be loaded)."""
+    if device.type not in ("cpu", "meta", *available_devices()):
+        raise CheckpointError(f"map_location {str(device)!r} is not available here; available: "
+                              f"{', '.join(available_devices())}")
+    return device
 
 
 def _umask() -> int:
@@ -103,6 +123,8 @@ def _read_checkpoint(path: Path, map_location) -> tuple[dict, dict]:
     def refuse(found: str):
         return CheckpointError(f"{path}: {_EXPECTED}, found {found}")
 
+    if path.is_dir():
+        raise refuse("a folder; give the checkpoint's file, e.g. " + str(path / "model.pt"))
     size = path.stat().st_size  # a missing file raises FileNotFoundError, which says so already
     if size == 0:
         raise refuse("an empty file (0 bytes): was its save interrupted?")
@@ -141,8 +163,18 @@ def load_checkpoint(path, model=None, map_location="cpu"):
     Without ``model`` it is rebuilt from the stored config (``registry.build_model``). A file that is
     not such a checkpoint (empty, truncated, a raw state dict, anything else), or one of another kind of
     model than ``model``, raises :class:`CheckpointError` (a ValueError) naming the file, what was
-    expected and what was found.
+    expected and what was found. ``path``: a string or a path; ``model``: a ``torch.nn.Module`` or None;
+    ``map_location``: a device or its name (checked before the file is read, so that a device this machine
+    lacks is not reported as a damaged file), or anything else ``torch.load`` takes (a dict, a function).
     """
+    _check_path(path)
+    if model is not None and not isinstance(model, torch.nn.Module):
+        raise CheckpointError(f"model must be a torch.nn.Module or None, got {type(model).__name__}")
+    if isinstance(map_location, (str, torch.device)):
+        map_location = _available(check_device("map_location", map_location))
+    elif not (map_location is None or isinstance(map_location, dict) or callable(map_location)):
+        raise CheckpointError(f"map_location must be a device, its name, a dict or a function (as torch.load takes), "
+                              f"got {type(map_location).__name__} {map_location!r:.40}")
     path = Path(path)
     state, record = _read_checkpoint(path, map_location)
     config = record.get("config") or {}

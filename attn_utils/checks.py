@@ -4,6 +4,9 @@
   translator, language model and sampler;
 * ``check_token_ids``: token ids that can enter an ``nn.Embedding`` of ``vocab_size`` rows;
 * ``check_positive_int``: a count such as a block size, and ``check_non_negative_int``: one that may be 0;
+* ``check_bool``: a flag, ``True`` or ``False`` (not a truthy string or number);
+* ``check_seed``: an integer seed that every generator takes (not a bool, a float or None), and
+  ``check_device``: a device given by name or as a ``torch.device``;
 * ``check_probability``: a probability such as a dropout rate, in [0, 1) (or [0, 1]);
 * ``check_query_count``: queries that are the last of the keys' positions (at most as many);
 * ``check_stream``: a 1-D token stream (running text);
@@ -100,6 +103,44 @@ def check_non_negative_int(name: str, value) -> int:
     return value
 
 
+def check_bool(name: str, value) -> bool:
+    """Return ``value`` if it is ``True`` or ``False``, else raise naming the argument ``name``: a flag such as
+    ``"no"`` or ``1`` would otherwise be read as truthy and switch the option on."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+    return value
+
+
+#: the seeds ``torch.Generator.manual_seed`` takes, and with it every generator of the package
+SEED_RANGE = (-2**63, 2**64)
+
+
+def check_seed(name: str, value, *, non_negative: bool = False) -> int:
+    """Return ``value`` as an int if it is an integer (Python's or NumPy's, not a bool) in ``SEED_RANGE``
+    (``non_negative``: from 0 on, as NumPy's generators take), else raise naming the argument ``name``: a float,
+    a string or ``None`` seeds Python's ``random`` (``None``: a new draw on every call) but not torch's, and
+    ``True`` would silently be seed 1."""
+    low = 0 if non_negative else SEED_RANGE[0]
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= value < SEED_RANGE[1]:
+        raise ValueError(f"{name} must be an integer seed in [{'0' if non_negative else '-2**63'}, 2**64), "
+                         f"got {value!r}")
+    return int(value)
+
+
+def check_device(name: str, value) -> torch.device:
+    """``value``, a ``torch.device`` or a device name (``"cpu"``, ``"cuda:1"``), as a ``torch.device``; else raise
+    naming the argument ``name``. Whether this machine has that device is not checked (``device.get_device``
+    does)."""
+    if isinstance(value, torch.device):
+        return value
+    if isinstance(value, str):
+        try:
+            return torch.device(value)
+        except RuntimeError:
+            pass
+    raise ValueError(f"{name} must be a torch.device or a device name such as 'cpu' or 'cuda:0', got {value!r}")
+
+
 def is_finite_number(value) -> bool:
     """Is ``value`` a real number (not a bool: ``True`` is an int to Python) that is neither NaN nor infinite?"""
     return not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
@@ -126,8 +167,8 @@ def check_query_count(num_queries, num_keys) -> None:
 
 
 def check_stream(stream, name: str, min_length: int) -> None:
-    """Raise unless ``stream`` is a 1-D integer tensor of token indices holding at least ``min_length``."""
-    if not isinstance(stream, torch.Tensor) or stream.dim() != 1 or stream.is_floating_point():
+    """Raise unless ``stream`` is a 1-D integer tensor (not bool) of token indices holding at least ``min_length``."""
+    if not isinstance(stream, torch.Tensor) or stream.dim() != 1 or not _integer_dtype(stream):
         got = f"shape {tuple(stream.shape)}, dtype {stream.dtype}" if isinstance(stream, torch.Tensor) \
             else type(stream).__name__
         raise ValueError(f"{name} must be a 1-D integer tensor of token indices, got {got}")

@@ -4,6 +4,10 @@ Both return a ``Decoded``: for each source sentence the generated token indices 
 ``<bos>``, cut before ``<eos>``), the summed log-probability of the tokens emitted (``<eos>``
 included), and, when the decoder exposes ``attention_weights``, a ``(target_steps,
 source_steps)`` tensor with one row per emitted token (``<eos>`` included); ``None`` otherwise.
+
+Arguments: ``src`` integer token ids ``(batch, steps)`` (an empty batch decodes to empty lists),
+``src_valid_lens`` ``None`` or a ``(batch,)`` tensor, ``bos`` and ``eos`` token indices below the
+decoder's vocabulary size, ``max_len`` and ``beam_size`` positive ints, ``alpha`` a finite number.
 """
 
 from __future__ import annotations
@@ -11,9 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from torch import nn
 from torch.nn import functional as F
 
-from .checks import check_non_negative_int, check_positive_int, is_finite_number
+from .checks import check_non_negative_int, check_positive_int, check_tokens, is_finite_number
 
 
 @dataclass
@@ -26,9 +31,7 @@ class Decoded:
 
 
 def _check(src, src_valid_lens, max_len, bos, eos):
-    if not isinstance(src, torch.Tensor) or src.dim() != 2:
-        raise ValueError(f"src must be a tensor of token indices (batch, steps), got "
-                         f"{tuple(src.shape) if isinstance(src, torch.Tensor) else type(src).__name__}")
+    check_tokens(src, "src")
     if src_valid_lens is not None and (not isinstance(src_valid_lens, torch.Tensor)
                                        or tuple(src_valid_lens.shape) != (src.shape[0],)):
         got = tuple(src_valid_lens.shape) if isinstance(src_valid_lens, torch.Tensor) else type(src_valid_lens).__name__
@@ -37,6 +40,19 @@ def _check(src, src_valid_lens, max_len, bos, eos):
     check_non_negative_int("bos", bos)
     if eos is not None:
         check_non_negative_int("eos", eos)
+
+
+def _check_bos(model, bos: int) -> None:
+    """``bos`` must be a token the decoder can read: below the size of its ``embedding`` (where it has one)."""
+    embedding = getattr(getattr(model, "decoder", None), "embedding", None)
+    if isinstance(embedding, nn.Embedding) and bos >= embedding.num_embeddings:
+        raise ValueError(f"bos must be a token index below the decoder's vocabulary size {embedding.num_embeddings}, "
+                         f"got {bos}")
+
+
+def _empty(model) -> Decoded:
+    """The result for an empty batch: no sentence, and no attention unless the decoder has some."""
+    return Decoded([], [], [] if getattr(getattr(model, "decoder", None), "has_attention", False) else None)
 
 
 def _check_eos(eos, vocab: int) -> None:
@@ -61,7 +77,10 @@ def _start(model, src, src_valid_lens):
 
 def length_normalised(scores: torch.Tensor, lengths: torch.Tensor, alpha: float) -> torch.Tensor:
     """``scores / lengths**alpha``: log-probabilities made comparable across output lengths
-    (``alpha=0`` leaves them unchanged; lengths below 1 count as 1)."""
+    (``alpha=0`` leaves them unchanged; lengths below 1 count as 1). ``scores`` and ``lengths`` are tensors of
+    one shape, ``alpha`` a finite number."""
+    if not is_finite_number(alpha):
+        raise ValueError(f"alpha (the length-normalisation exponent) must be a finite number, got {alpha!r}")
     if scores.shape != lengths.shape:
         raise ValueError(f"scores and lengths must have the same shape, got {tuple(scores.shape)} "
                          f"and {tuple(lengths.shape)}")
@@ -85,6 +104,9 @@ def greedy_decode(model, src: torch.Tensor, src_valid_lens: torch.Tensor | None,
     from the state ``init_state`` made (the same tokens, slower: chapter 10 times the two).
     """
     _check(src, src_valid_lens, max_len, bos, eos)
+    _check_bos(model, bos)
+    if src.shape[0] == 0:
+        return _empty(model)
     model.eval()
     batch, device = src.shape[0], src.device
     state = fresh = _start(model, src, src_valid_lens)
@@ -140,6 +162,9 @@ def beam_search(model, src: torch.Tensor, src_valid_lens: torch.Tensor | None, b
         raise ValueError("beam_search needs an eos token (a finished beam keeps emitting it), got None")
     if not is_finite_number(alpha):
         raise ValueError(f"alpha (the length-normalisation exponent) must be a finite number, got {alpha!r}")
+    _check_bos(model, bos)
+    if src.shape[0] == 0:
+        return _empty(model)
     model.eval()
     batch, device, K = src.shape[0], src.device, beam_size
     state = _start(model, src, src_valid_lens)
@@ -197,7 +222,10 @@ def beam_search(model, src: torch.Tensor, src_valid_lens: torch.Tensor | None, b
 
 def decode(model, src, src_valid_lens, bos: int, eos: int, max_len: int, beam_size: int = 1,
            alpha: float = 0.0) -> Decoded:
-    """Greedy decoding for ``beam_size=1``, beam search otherwise."""
+    """Greedy decoding for ``beam_size=1``, beam search otherwise (``beam_size`` a positive int, not ``True``)."""
+    check_positive_int("beam_size", beam_size)
+    if not is_finite_number(alpha):
+        raise ValueError(f"alpha (the length-normalisation exponent) must be a finite number, got {alpha!r}")
     if beam_size == 1:
         return greedy_decode(model, src, src_valid_lens, bos, eos, max_len)
     return beam_search(model, src, src_valid_lens, bos, eos, max_len, beam_size, alpha)

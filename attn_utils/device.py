@@ -12,6 +12,8 @@ import random
 import numpy as np
 import torch
 
+from .checks import SEED_RANGE, check_bool, check_non_negative_int
+
 DEVICE_ENV_VAR = "ATTN_UTILS_DEVICE"
 _AUTO = "auto"
 
@@ -47,6 +49,9 @@ def get_device(preferred: str | torch.device | None = None) -> torch.device:
         source = f"environment variable {DEVICE_ENV_VAR}" if os.environ.get(DEVICE_ENV_VAR) else "default"
     if isinstance(choice, torch.device):
         choice = str(choice)
+    if not isinstance(choice, str):
+        raise ValueError(f"preferred must be a device name ('auto', 'cpu', 'cuda', 'cuda:N' or 'mps'), a "
+                         f"torch.device or None, got {type(choice).__name__} {choice!r:.40}")
     choice = choice.strip().lower()
     if choice == _AUTO:
         return torch.device(available_devices()[0])
@@ -71,13 +76,17 @@ def get_device(preferred: str | torch.device | None = None) -> torch.device:
 
 
 def model_device(model: torch.nn.Module, default: torch.device | None = None) -> torch.device | None:
-    """The device of ``model``'s parameters (its first one); ``default`` for a model without any."""
+    """The device of ``model``'s parameters (its first one); ``default`` for a model without any. ``model``: a
+    ``torch.nn.Module`` (or anything with ``parameters()``)."""
+    if not callable(getattr(model, "parameters", None)):
+        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     first = next(model.parameters(), None)
     return default if first is None else first.device
 
 
 def try_gpu(i: int = 0) -> torch.device:
-    """d2l's name: the ``i``-th CUDA device if it exists, else the CPU."""
+    """d2l's name: the ``i``-th CUDA device (``i`` an int >= 0) if it exists, else the CPU."""
+    check_non_negative_int("i", i)
     if torch.cuda.device_count() >= i + 1:
         return torch.device(f"cuda:{i}")
     return torch.device("cpu")
@@ -87,10 +96,14 @@ def set_seed(seed: int = 0, deterministic: bool = False) -> None:
     """Seed Python, NumPy and torch (all devices) so a notebook gives the same numbers each run.
 
     ``deterministic=True`` also asks torch for deterministic kernels, which some CUDA operations
-    lack (they then raise instead of running nondeterministically).
+    lack (they then raise instead of running nondeterministically). ``seed``: an int in [-2**63, 2**64) (torch's
+    range); ``deterministic``: a bool.
     """
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise ValueError(f"seed must be an int, got {type(seed).__name__} {seed!r}")
+    if not SEED_RANGE[0] <= seed < SEED_RANGE[1]:
+        raise ValueError(f"seed must be an int in [-2**63, 2**64) (torch's range), got {seed}")
+    check_bool("deterministic", deterministic)
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)  # seeds CUDA and MPS generators too

@@ -1,7 +1,7 @@
 """Diagrams of the architectures the chapters build, drawn with matplotlib patches.
 
-One public function per figure, ``draw_xxx(ax=None) -> Figure``: it draws into ``ax`` when given
-(the axes are turned into a blank canvas) or into a new figure of its own size. Every drawing uses
+One public function per figure, ``draw_xxx(ax=None) -> Figure``: it draws into ``ax`` (a matplotlib
+``Axes``) when given (the axes are turned into a blank canvas) or into a new figure of its own size. Every drawing uses
 the palette and font sizes defined below and a few private primitives (a rounded box, an arrow, a
 polyline arrow, a label, a grid of cells), so the figures stay consistent and easy to edit.
 

@@ -33,9 +33,28 @@ import math
 
 import torch
 
-from .checks import check_attention_inputs, check_positive_int, checks_read_values
+from .checks import check_attention_inputs, check_bool, check_positive_int, checks_read_values, is_finite_number
 from .masking import LOW_PRECISION_DTYPES, check_length_values, lengths_as_row_shape, make_mask
 from .online_softmax import block_statistics, inverse_or_zero, merge_attention_blocks, safe_shift
+
+
+def as_lengths_tensor(valid_lens) -> torch.Tensor:
+    """``valid_lens`` as a tensor, else ``ValueError`` (``torch.as_tensor``'s error names no argument)."""
+    if isinstance(valid_lens, torch.Tensor):
+        return valid_lens
+    try:
+        return torch.as_tensor(valid_lens)
+    except (TypeError, ValueError, RuntimeError):
+        raise ValueError(f"valid_lens must be None, integer lengths or a boolean mask, got {type(valid_lens).__name__} "
+                         f"{valid_lens!r:.60}") from None
+
+
+def check_attention_scale(scale, what: str):
+    """``scale`` as a float, ``None`` for ``1/sqrt(d)``; else ``ValueError``: a NaN or infinite scale gives NaN."""
+    if scale is not None and not is_finite_number(scale):
+        raise ValueError(f"{what}: scale must be None (1/sqrt(d)) or a finite number, got {type(scale).__name__} "
+                         f"{scale!r}")
+    return scale
 
 
 def _block_masker(valid_lens, causal: bool, score_shape: torch.Size, device: torch.device):
@@ -46,8 +65,7 @@ def _block_masker(valid_lens, causal: bool, score_shape: torch.Size, device: tor
     """
     lengths = mask = None
     if valid_lens is not None:
-        if not isinstance(valid_lens, torch.Tensor):
-            valid_lens = torch.as_tensor(valid_lens)
+        valid_lens = as_lengths_tensor(valid_lens)
         if valid_lens.dtype == torch.bool:
             # a stride-0 stand-in for the scores: make_mask only reads its shape
             mask = make_mask(torch.empty((), device=device).expand(score_shape), valid_lens)
@@ -84,9 +102,12 @@ def _prepare(queries, keys, values, valid_lens, causal, scale, block_size_q, blo
         raise ValueError(f"{what}: causal must be True or False, got {type(causal).__name__} {causal!r}")
     check_positive_int("block_size_q", block_size_q)
     check_positive_int("block_size_k", block_size_k)
+    check_attention_scale(scale, what)
     score_shape = torch.Size((*queries.shape[:-1], keys.shape[-2]))  # (..., n_q, n_k), never allocated
     masker = _block_masker(valid_lens, bool(causal), score_shape, queries.device)
-    return masker, 1.0 / math.sqrt(queries.shape[-1]) if scale is None else float(scale)
+    if scale is None:  # d = 0: every score is 0 (as dot_score has it)
+        return masker, 1.0 / math.sqrt(queries.shape[-1]) if queries.shape[-1] else 1.0
+    return masker, float(scale)
 
 
 def tile_schedule(n_q, n_k, block_size_q, block_size_k, causal):
@@ -122,6 +143,8 @@ def _tiled_forward(q, k, v, masker, causal, scale, block_size_q, block_size_k):
             m, l, acc = merge_attention_blocks(m, l, acc, *block_statistics(s, v[..., k0:k1, :]))
         outputs.append(acc * inverse_or_zero(l).unsqueeze(-1))  # a row with l = 0 saw no key: output 0
         lses.append(torch.where(l > 0, m + torch.log(torch.where(l > 0, l, torch.ones_like(l))), float("-inf")))
+    if not outputs:  # no query: empty results
+        return q.new_zeros(*q.shape[:-1], v.shape[-1]), q.new_zeros(q.shape[:-1])
     return torch.cat(outputs, dim=-2), torch.cat(lses, dim=-1)
 
 
@@ -168,8 +191,10 @@ def tiled_attention(queries, keys, values, valid_lens=None, *, causal: bool = Fa
                     block_size_q: int = 64, block_size_k: int = 64, recompute: bool = False):
     """``softmax(scale Q K^T) V`` computed tile by tile; returns ``(output, logsumexp)``.
 
-    ``scale`` defaults to ``1/sqrt(d)``. With ``recompute=True`` the backward pass recomputes the tiles
-    (:class:`FlashAttentionFunction`) instead of saving them. Block sizes need not divide the lengths.
+    Queries, keys and values are floating-point tensors of one dtype (``check_attention_inputs``, with
+    ``d_q = d_k``). ``scale`` defaults to ``1/sqrt(d)``, else a finite number. With ``recompute=True`` (a
+    bool) the backward pass recomputes the tiles (:class:`FlashAttentionFunction`) instead of saving them.
+    Block sizes are positive ints and need not divide the lengths.
     ``causal=True`` is aligned bottom-right like :func:`attn_utils.causal_mask`: query i of n_q sees keys
     j <= i + (n_k - n_q), so one query (a decode step) sees all n_k keys; queries that see no key
     (the first n_q - n_k when n_q > n_k) get zeros and a log-sum-exp of ``-inf``.
@@ -177,6 +202,7 @@ def tiled_attention(queries, keys, values, valid_lens=None, *, causal: bool = Fa
     """
     masker, scale = _prepare(queries, keys, values, valid_lens, causal, scale, block_size_q, block_size_k,
                              "tiled_attention")
+    check_bool("recompute", recompute)
     dtype = queries.dtype
     if dtype in LOW_PRECISION_DTYPES:
         queries, keys, values = queries.float(), keys.float(), values.float()

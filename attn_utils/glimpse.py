@@ -31,7 +31,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .canvas import DIGIT, MARGIN, REGION
-from .checks import check_positive_int
+from .checks import check_bool, check_positive_int, check_weights_dtype, checks_read_values, is_finite_number
 from .pooling import pool_by_scores
 
 MODES = ("soft", "hard", "uniform")
@@ -47,6 +47,9 @@ def soft_context(features: torch.Tensor, scores: torch.Tensor) -> tuple[torch.Te
     computed by ``pooling.pool_by_scores`` (the package's one weighted average). Equal scores (the
     uniform model) give the mean of the features.
     """
+    for name, t in (("features", features), ("scores", scores)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a tensor, got {type(t).__name__}")
     if features.dim() != 3 or scores.shape != features.shape[:2]:
         raise ValueError(f"expected features (batch, L, d) and scores (batch, L), got "
                          f"{tuple(features.shape)} and {tuple(scores.shape)}")
@@ -60,8 +63,14 @@ def reinforce_surrogate(log_probs: torch.Tensor, rewards: torch.Tensor, baseline
     ``rewards`` their rewards and ``baseline`` a per-example (or scalar) baseline. Its gradient with
     respect to the parameters of ``log_probs`` is the score-function (REINFORCE) estimate of the
     gradient of the expected reward, averaged over the batch. ``R - b`` is detached, so the
-    surrogate trains neither the reward nor the baseline: those get their own losses.
+    surrogate trains neither the reward nor the baseline: those get their own losses. ``log_probs`` and
+    ``rewards`` are floating-point tensors of one shape; a number ``baseline`` must be finite.
     """
+    for name, t in (("log_probs", log_probs), ("rewards", rewards)):
+        if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+            raise ValueError(f"{name} must be a floating-point tensor, got {getattr(t, 'dtype', type(t).__name__)}")
+    if baseline is not None and not isinstance(baseline, torch.Tensor) and not is_finite_number(baseline):
+        raise ValueError(f"baseline must be None, a finite number or a tensor, got {baseline!r}")
     if log_probs.shape != rewards.shape:
         raise ValueError(f"log_probs and rewards must have the same shape (one per sampled choice), got "
                          f"{tuple(log_probs.shape)} and {tuple(rewards.shape)}")
@@ -92,6 +101,11 @@ class GlimpseClassifier(nn.Module):
 
     with ``R = log p(y | f_s)`` (``reward="log_likelihood"``, as Xu et al.) or ``1[correct]``
     (``reward="correct"``, as Mnih et al.). ``baseline=False`` uses ``b = 0``.
+
+    Arguments: ``grid`` an int >= 2, ``pool`` a positive int dividing 10, the sizes positive ints,
+    ``baseline`` ``True`` or ``False``, ``entropy_weight`` a finite number >= 0. ``images`` are
+    ``(batch, 1, 10 grid, 10 grid)`` in the dtype of the weights, ``labels`` integers ``(batch,)`` in
+    ``[0, num_classes)``.
     """
 
     def __init__(self, mode: str = "soft", grid: int = 3, hidden: int = 64, score_hidden: int = 32,
@@ -104,9 +118,16 @@ class GlimpseClassifier(nn.Module):
             raise ValueError(f"reward must be one of {REWARDS}, got {reward!r}")
         if inference not in ("argmax", "sample"):
             raise ValueError(f"inference must be 'argmax' or 'sample', got {inference!r}")
+        check_positive_int("pool", pool, hint=f"dividing {REGION}")
         if not isinstance(grid, int) or grid < 2 or REGION % pool:
             raise ValueError(f"grid must be an int >= 2 and pool must divide {REGION}, "
                              f"got grid={grid!r}, pool={pool!r}")
+        for name, size in (("hidden", hidden), ("score_hidden", score_hidden), ("num_classes", num_classes)):
+            check_positive_int(name, size)
+        check_bool("baseline", baseline)
+        if not is_finite_number(entropy_weight) or entropy_weight < 0:
+            raise ValueError(f"entropy_weight (the exploration bonus) must be a finite number >= 0, got "
+                             f"{entropy_weight!r}")
         self.mode, self.grid, self.pool = mode, grid, pool
         self.reward, self.use_baseline = reward, baseline
         self.entropy_weight, self.inference = entropy_weight, inference
@@ -127,12 +148,18 @@ class GlimpseClassifier(nn.Module):
         self.glimpses: torch.Tensor | None = None
 
     # ---- the two pathways -------------------------------------------------------------------
+    def check_images(self, images) -> None:
+        """Raise ``ValueError`` unless ``images`` are ``(batch, 1, 10 grid, 10 grid)`` in the weights' dtype."""
+        side = self.grid * REGION
+        if not isinstance(images, torch.Tensor) or images.dim() != 4 or images.shape[1:] != (1, side, side):
+            raise ValueError(f"expected images of shape (batch, 1, {side}, {side}) for a {self.grid}x{self.grid} "
+                             f"grid of {REGION}x{REGION} regions, got "
+                             f"{tuple(images.shape) if isinstance(images, torch.Tensor) else type(images).__name__}")
+        check_weights_dtype(self, images, "GlimpseClassifier")
+
     def regions(self, images: torch.Tensor) -> torch.Tensor:
         """``(batch, 1, 10 grid, 10 grid)`` -> ``(batch, L, 10, 10)``, regions row by row."""
-        side = self.grid * REGION
-        if images.dim() != 4 or images.shape[1:] != (1, side, side):
-            raise ValueError(f"expected images of shape (batch, 1, {side}, {side}) for a {self.grid}x{self.grid} "
-                             f"grid of {REGION}x{REGION} regions, got {tuple(images.shape)}")
+        self.check_images(images)
         x = images[:, 0].unfold(1, REGION, REGION).unfold(2, REGION, REGION)  # (batch, grid, grid, R, R)
         return x.reshape(images.shape[0], self.grid * self.grid, REGION, REGION)
 
@@ -140,7 +167,7 @@ class GlimpseClassifier(nn.Module):
         """The cheap view: each region average-pooled by ``pool``, ``(batch, L, (10 / pool)^2)``."""
         batch, num = regions.shape[:2]
         pooled = F.avg_pool2d(regions.reshape(batch * num, 1, REGION, REGION), self.pool)  # (batch L, 1, r, r)
-        return pooled.reshape(batch, num, -1)
+        return pooled.reshape(batch, num, (REGION // self.pool) ** 2)
 
     def scores(self, regions: torch.Tensor) -> torch.Tensor:
         """``e_i = w^T tanh(W g_i + b)``, ``(batch, L)``."""
@@ -150,7 +177,7 @@ class GlimpseClassifier(nn.Module):
         """Features of regions ``(..., 10, 10)`` -> ``(..., hidden)``; reads only the 8x8 digit, not the margin."""
         inner = digits[..., MARGIN:MARGIN + DIGIT, MARGIN:MARGIN + DIGIT]
         lead = inner.shape[:-2]
-        return self.encoder(inner.reshape(-1, 1, DIGIT, DIGIT)).reshape(*lead, -1)
+        return self.encoder(inner.reshape(-1, 1, DIGIT, DIGIT)).reshape(*lead, self.classifier.in_features)
 
     def attend(self, images: torch.Tensor):
         """``(regions (batch, L, 10, 10), scores (batch, L), alpha (batch, L))``; alpha is uniform in uniform mode."""
@@ -180,6 +207,18 @@ class GlimpseClassifier(nn.Module):
         return self.classifier(z)
 
     # ---- training ------------------------------------------------------------------------------
+    def check_labels(self, labels, batch: int) -> None:
+        """Raise ``ValueError`` unless ``labels`` are integer class indices ``(batch,)`` in ``[0, num_classes)``
+        (the range is read where ``checks_read_values`` says)."""
+        classes = self.classifier.out_features
+        if not isinstance(labels, torch.Tensor) or labels.shape != (batch,) or labels.is_floating_point() \
+                or labels.is_complex() or labels.dtype == torch.bool:
+            raise ValueError(f"labels must be integer class indices of shape ({batch},), got "
+                             f"{tuple(getattr(labels, 'shape', ()))} {getattr(labels, 'dtype', type(labels).__name__)}")
+        if checks_read_values(labels) and labels.numel() and bool(((labels < 0) | (labels >= classes)).any()):
+            raise ValueError(f"labels must lie in [0, num_classes={classes}), got "
+                             f"{int(labels.min())}..{int(labels.max())}")
+
     def rewards(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """The reward of each example's glimpse, ``(batch,)``, never carrying a gradient."""
         if self.reward == "correct":
@@ -192,6 +231,8 @@ class GlimpseClassifier(nn.Module):
 
     def training_loss(self, images: torch.Tensor, labels: torch.Tensor):
         """``(objective, cross_entropy, logits)`` of one batch; see the class docstring."""
+        self.check_images(images)  # first, so that the labels are checked against their batch
+        self.check_labels(labels, images.shape[0])
         if self.mode != "hard":
             logits = self(images)
             cross_entropy = F.cross_entropy(logits, labels)
@@ -245,9 +286,13 @@ def scorer_gradient_samples(model: GlimpseClassifier, images: torch.Tensor, labe
     from a fresh draw of one region per canvas (``baseline`` None: the model's own setting; False:
     ``b = 0``; True: the learned ``b(x)``). Soft and uniform modes: the gradient of the
     cross-entropy, which is deterministic, repeated ``num_samples`` times. Draws use torch's global
-    generator.
+    generator. ``labels`` as in ``GlimpseClassifier.training_loss``.
     """
     check_positive_int("num_samples", num_samples)
+    if baseline is not None:
+        check_bool("baseline", baseline)
+    model.check_images(images)
+    model.check_labels(labels, images.shape[0])
     params = model.scorer_parameters()
     regions, scores, alpha = model.attend(images)
     if model.mode != "hard":
@@ -276,6 +321,8 @@ def exact_scorer_gradient(model: GlimpseClassifier, images: torch.Tensor, labels
     Hard mode: the gradient of ``-(1/B) sum_b sum_s alpha_s R_b(s)`` with the rewards held fixed;
     soft mode: the gradient of the cross-entropy.
     """
+    model.check_images(images)
+    model.check_labels(labels, images.shape[0])
     if model.mode != "hard":
         return scorer_gradient_samples(model, images, labels, num_samples=1)[0]
     regions, _, alpha = model.attend(images)
@@ -292,10 +339,12 @@ def count_flops(model: nn.Module, images: torch.Tensor, by_module: bool = False)
     2 per multiply-add), not element-wise operations (activations, softmax, pooling) nor the
     weighted sum of soft attention (``2 L d`` per image, computed by ``attend`` outside the layers),
     which are a small share here. ``by_module=True`` returns ``{child module name: flops per image}``
-    with their sum under ``"total"``.
+    with their sum under ``"total"``. ``images`` must hold at least one image (the counts are per image).
     """
     from torch.utils.flop_counter import FlopCounterMode
 
+    if isinstance(images, torch.Tensor) and images.dim() >= 1 and images.shape[0] == 0:  # the model checks the rest
+        raise ValueError(f"count_flops needs a batch of at least one image, got images of shape {tuple(images.shape)}")
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
         model(images)
     counts = counter.get_flop_counts()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .checks import EMBEDDING_INDEX_DTYPES, check_positive_int, checks_read_values
 from .packed import run_packed
 from .pooling import LearnedQueryPooling, masked_mean
 
@@ -32,13 +33,15 @@ def check_documents(ids: torch.Tensor, sentence_lens: torch.Tensor | None = None
     """Validate a batch of documents and return ``(sentence_lens, doc_lens)`` with sentences past a
     document's end set to length 0.
 
-    ``ids`` ``(batch, sentences, words)``; without ``sentence_lens`` a sentence's length is its number
-    of non-``pad`` ids, and without ``doc_lens`` a document's length is its number of non-empty
-    sentences (both assume padding on the right).
+    ``ids`` ``(batch, sentences, words)``, int64 or int32 (what ``nn.Embedding`` reads) in ``[0, vocab_size)``;
+    without ``sentence_lens`` a sentence's length is its number of non-``pad`` ids, and without ``doc_lens`` a
+    document's length is its number of non-empty sentences (both assume padding on the right). Given, they
+    are integer (not bool) tensors ``(batch, sentences)`` in ``[0, words]`` and ``(batch,)`` in ``[0, sentences]``.
     """
-    if not isinstance(ids, torch.Tensor) or ids.dim() != 3 or ids.is_floating_point() or ids.dtype == torch.bool:
-        raise ValueError(f"expected integer token ids of shape (batch, sentences, words), got "
-                         f"{type(ids).__name__} {tuple(getattr(ids, 'shape', ()))} {getattr(ids, 'dtype', '')}")
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 3 or ids.dtype not in EMBEDDING_INDEX_DTYPES:
+        raise ValueError(f"expected integer token ids of shape (batch, sentences, words), got {type(ids).__name__} "
+                         f"{tuple(getattr(ids, 'shape', ()))} {getattr(ids, 'dtype', '')} (ids are torch.int64 or "
+                         f"torch.int32, what nn.Embedding reads)")
     batch, sentences, words = ids.shape
     if vocab_size is not None and ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
         raise ValueError(f"token ids must lie in [0, {vocab_size}), got {int(ids.min())}..{int(ids.max())}")
@@ -48,9 +51,11 @@ def check_documents(ids: torch.Tensor, sentence_lens: torch.Tensor | None = None
         doc_lens = (sentence_lens > 0).sum(-1)
     for name, lens, shape, top in (("sentence_lens", sentence_lens, (batch, sentences), words),
                                    ("doc_lens", doc_lens, (batch,), sentences)):
-        if not isinstance(lens, torch.Tensor) or tuple(lens.shape) != shape or lens.is_floating_point():
+        if not isinstance(lens, torch.Tensor) or tuple(lens.shape) != shape or lens.is_floating_point() \
+                or lens.dtype == torch.bool:
             raise ValueError(f"expected {name} as integers of shape {shape} for ids of shape {tuple(ids.shape)}, "
-                             f"got {type(lens).__name__} {tuple(getattr(lens, 'shape', ()))}")
+                             f"got {type(lens).__name__} {tuple(getattr(lens, 'shape', ()))} "
+                             f"{getattr(lens, 'dtype', '')}")
         if lens.numel() and (int(lens.min()) < 0 or int(lens.max()) > top):
             raise ValueError(f"{name} must lie in [0, {top}], got {int(lens.min())}..{int(lens.max())}")
     sentence_lens, doc_lens = sentence_lens.to(ids.device).long(), doc_lens.to(ids.device).long()
@@ -75,9 +80,16 @@ def pool_words(attention: LearnedQueryPooling | None, H: torch.Tensor, sentence_
     return s.reshape(batch, sentences, size), weights.reshape(batch, sentences, words)
 
 
-def _check_pooling(pooling: str) -> None:
+def _check_options(pooling: str, padding_idx, **sizes) -> None:
+    """Sizes positive ints, ``pooling`` one of ``POOLINGS``, ``padding_idx`` an id of the vocabulary (the
+    one ``check_documents`` counts as padding, so not a negative index)."""
+    for name, value in sizes.items():
+        check_positive_int(name, value)
     if pooling not in POOLINGS:
         raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+    if isinstance(padding_idx, bool) or not isinstance(padding_idx, int) or not 0 <= padding_idx < sizes["vocab_size"]:
+        raise ValueError(f"padding_idx must be a token id in [0, vocab_size={sizes['vocab_size']}), "
+                         f"got {padding_idx!r}")
 
 
 class HierarchicalAttentionNetwork(nn.Module):
@@ -89,13 +101,15 @@ class HierarchicalAttentionNetwork(nn.Module):
     loss). It keeps ``attention_weights`` (sentence weights ``(batch, sentences)``) and
     ``word_attention_weights`` ``(batch, sentences, words)`` of its last call; padded words and
     sentences get weight exactly 0. ``pooling="mean"`` replaces both attentions by plain means
-    (the paper's HN-AVE baseline).
+    (the paper's HN-AVE baseline). Sizes are positive ints, ``padding_idx`` an id in ``[0, vocab_size)``;
+    the inputs are those of :func:`check_documents` (an empty batch gives ``(0, num_classes)``).
     """
 
     def __init__(self, vocab_size: int, embed_size: int, word_hidden: int, sentence_hidden: int,
                  attention_size: int, num_classes: int, pooling: str = "attention", padding_idx: int = 0):
         super().__init__()
-        _check_pooling(pooling)
+        _check_options(pooling, padding_idx, vocab_size=vocab_size, embed_size=embed_size, word_hidden=word_hidden,
+                       sentence_hidden=sentence_hidden, attention_size=attention_size, num_classes=num_classes)
         self.pooling, self.padding_idx = pooling, padding_idx
         self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=padding_idx)
         self.word_encoder = nn.GRU(embed_size, word_hidden, batch_first=True, bidirectional=True)
@@ -115,9 +129,9 @@ class HierarchicalAttentionNetwork(nn.Module):
         """Word annotations ``h_it = [fwd h_it; bwd h_it]``: ``(batch, sentences, words, 2 * word_hidden)``,
         each sentence read on its own, zeros at padding."""
         batch, sentences, words = ids.shape
-        X = self.embedding(ids).reshape(batch * sentences, words, -1)  # sentences side by side: (B*S, W, E)
+        X = self.embedding(ids).reshape(batch * sentences, words, self.embedding.embedding_dim)  # (B*S, W, E)
         H = run_packed(self.word_encoder, X, sentence_lens.reshape(-1))  # (B*S, W, 2h)
-        return H.reshape(batch, sentences, words, -1)
+        return H.reshape(batch, sentences, words, H.shape[-1])
 
     def encode_sentences(self, s: torch.Tensor, doc_lens: torch.Tensor) -> torch.Tensor:
         """Sentence annotations ``h_i = [fwd h_i; bwd h_i]`` from the sentence vectors ``s`` ``(batch, sentences,
@@ -142,13 +156,14 @@ class FlatDocumentClassifier(nn.Module):
 
     Takes the same inputs as :class:`HierarchicalAttentionNetwork`; ``attention_weights``
     ``(batch, sentences * words)`` holds the weights of the document's words in reading order,
-    padding (at the end) weighted 0.
+    padding (at the end) weighted 0. Sizes are positive ints, ``padding_idx`` an id in ``[0, vocab_size)``.
     """
 
     def __init__(self, vocab_size: int, embed_size: int, hidden: int, attention_size: int, num_classes: int,
                  pooling: str = "mean", padding_idx: int = 0):
         super().__init__()
-        _check_pooling(pooling)
+        _check_options(pooling, padding_idx, vocab_size=vocab_size, embed_size=embed_size, hidden=hidden,
+                       attention_size=attention_size, num_classes=num_classes)
         self.pooling, self.padding_idx = pooling, padding_idx
         self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=padding_idx)
         self.encoder = nn.GRU(embed_size, hidden, batch_first=True, bidirectional=True)
@@ -174,10 +189,16 @@ class FlatDocumentClassifier(nn.Module):
 def display_weights(sentence_weights: torch.Tensor, word_weights: torch.Tensor) -> torch.Tensor:
     """Word weights scaled for display as in Yang et al.'s figures: ``sqrt(p_sentence) * p_word``.
 
-    ``sentence_weights`` ``(..., sentences)``, ``word_weights`` ``(..., sentences, words)``; the square
-    root keeps the words of a lightly weighted sentence visible while the words of the important
-    sentences stand out.
+    ``sentence_weights`` ``(..., sentences)``, ``word_weights`` ``(..., sentences, words)``, floating-point
+    weights >= 0; the square root keeps the words of a lightly weighted sentence visible while the words of
+    the important sentences stand out.
     """
+    for name, weights in (("sentence_weights", sentence_weights), ("word_weights", word_weights)):
+        if not isinstance(weights, torch.Tensor) or not weights.is_floating_point():
+            raise ValueError(f"{name} must be a floating-point tensor of attention weights, got "
+                             f"{getattr(weights, 'dtype', type(weights).__name__)}")
+    if checks_read_values(sentence_weights) and bool((sentence_weights < 0).any()):
+        raise ValueError("sentence_weights must be >= 0 (attention weights; their square root is taken)")
     if word_weights.shape[:-1] != sentence_weights.shape:
         raise ValueError(f"expected word weights (..., sentences, words) matching sentence weights (..., sentences), "
                          f"got {tuple(word_weights.shape)} and {tuple(sentence_weights.shape)}")

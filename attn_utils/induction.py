@@ -4,23 +4,26 @@
 places and with a random length. Inside the second occurrence the next token is determined by the
 context ("the token that followed this one last time") and by nothing else: an n-gram model fitted
 on other sequences, or any model without access to the whole context, is at chance there. A
-two-layer Transformer can learn the rule with two heads (Olsson et al., 2022, "In-context learning and
-induction heads"): a *previous-token head* in the first layer copies each position's predecessor
+two-layer Transformer can learn the rule with two heads (Elhage et al., 2021, "A mathematical framework
+for Transformer circuits"; Olsson et al., 2022, "In-context learning and induction heads", traced their
+forming during training): a *previous-token head* in the first layer copies each position's predecessor
 into it, and an *induction head* in the second layer matches the current token against those copies
 and attends to the position right after the earlier occurrence. ``head_scores`` measures both
 behaviours in every head from its attention weights, and ``ablate_heads`` switches heads off to
-test what each one is needed for. How often a model copies right is ``evaluate.copy_accuracy``.
+test what each one is needed for. How often a model copies right is ``evaluate.copy_accuracy``;
+``evaluate.copy_scores`` records that, the loss there and every head's scores during training.
 """
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 
-from .checks import check_positive_int, check_tokens
+from .checks import check_non_negative_int, check_positive_int, check_tokens
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,17 @@ class RepeatedSegments:
     segment_lengths: torch.Tensor
     predictable: torch.Tensor
 
+    def __len__(self) -> int:
+        return self.tokens.shape[0]
+
+    def __getitem__(self, rows) -> RepeatedSegments:
+        """The sequences ``rows`` (an index, a slice or a mask of the batch) as a batch of their own:
+        ``test[:500]`` is the first 500."""
+        if isinstance(rows, int):
+            rows = slice(rows, rows + 1 if rows != -1 else None)
+        return RepeatedSegments(self.tokens[rows], self.first[rows], self.second[rows], self.segment_lengths[rows],
+                                self.predictable[rows])
+
 
 def repeated_segments(num_sequences: int, length: int, vocab_size: int, min_segment: int, max_segment: int, *,
                       first_token: int = 0, generator: torch.Generator | None = None) -> RepeatedSegments:
@@ -49,11 +63,15 @@ def repeated_segments(num_sequences: int, length: int, vocab_size: int, min_segm
     second. The tokens are independent draws, so outside the copy nothing is predictable, and no model
     gains from excluding tokens already seen. ``predictable`` marks the positions of the copy (but its
     last) whose token occurs only once before, at its source: there "the token after the earlier
-    occurrence" is defined (a large vocabulary keeps such clashes rare).
+    occurrence" is defined (a large vocabulary keeps such clashes rare). Counts are positive ints,
+    ``first_token`` an int >= 0, ``generator`` a ``torch.Generator`` or ``None`` (a fixed seed, 0).
     """
     for name, value in (("num_sequences", num_sequences), ("length", length), ("min_segment", min_segment),
-                        ("max_segment", max_segment)):
+                        ("max_segment", max_segment), ("vocab_size", vocab_size)):
         check_positive_int(name, value)
+    check_non_negative_int("first_token", first_token)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise ValueError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
     if min_segment > max_segment:
         raise ValueError(f"need min_segment <= max_segment, got min_segment={min_segment}, max_segment={max_segment}")
     if 2 * max_segment > length:
@@ -77,7 +95,8 @@ def repeated_segments(num_sequences: int, length: int, vocab_size: int, min_segm
 
 
 def earlier_occurrences(tokens: torch.Tensor) -> torch.Tensor:
-    """``(batch, T, T)`` boolean: True at ``(t, j)`` where ``j < t`` and ``tokens[j] == tokens[t]``."""
+    """``(batch, T, T)`` boolean: True at ``(t, j)`` where ``j < t`` and ``tokens[j] == tokens[t]``; ``tokens`` is
+    an integer tensor ``(batch, T)``."""
     check_tokens(tokens, "tokens")
     T = tokens.shape[1]
     earlier = torch.ones(T, T, dtype=torch.bool, device=tokens.device).tril(-1)  # j < t
@@ -109,6 +128,10 @@ def head_scores(attention_weights, tokens: torch.Tensor) -> dict[str, torch.Tens
     """
     check_tokens(tokens, "tokens")
     batch, T = tokens.shape
+    if not isinstance(attention_weights, (list, tuple, torch.Tensor)) or len(attention_weights) == 0 \
+            or not all(isinstance(w, torch.Tensor) for w in attention_weights):
+        raise ValueError(f"attention_weights must be a non-empty list of tensors (batch, heads, T, T), one a layer, "
+                         f"got {type(attention_weights).__name__}")
     weights = torch.stack([w.detach().float() for w in attention_weights])  # (layers, batch, heads, T, T)
     if weights.dim() != 5 or weights.shape[1] != batch or weights.shape[3:] != (T, T):
         raise ValueError(f"attention_weights must be (batch={batch}, heads, {T}, {T}) per layer, got "
@@ -136,10 +159,14 @@ def ablate_heads(model, heads: Iterable[tuple[int, int]]):
     ``model.blks[layer].attention1`` must be a ``MultiHeadAttention`` (``CausalLanguageModel``'s
     self-attention): the head's slice of the concatenated head outputs is set to zero before ``W_o``,
     which is what removing the head from the sum ``W_o concat(head_1, ..., head_h)`` means. The
-    attention weights are still computed (and recorded) as usual.
+    attention weights are still computed (and recorded) as usual. Layers and heads are ints (not bools).
     """
     by_layer: dict[int, list[int]] = {}
-    for layer, head in heads:
+    for pair in heads:
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2 or any(
+                isinstance(i, bool) or not isinstance(i, numbers.Integral) for i in pair):
+            raise ValueError(f"heads must hold (layer, head) pairs of ints, got {pair!r}")
+        layer, head = int(pair[0]), int(pair[1])
         if not 0 <= layer < len(model.blks):
             raise ValueError(f"layer must lie in 0..{len(model.blks) - 1}, got {layer}")
         num_heads = model.blks[layer].attention1.num_heads

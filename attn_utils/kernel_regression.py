@@ -19,12 +19,14 @@ the leave-one-out mask that makes it trainable, the course's toy data
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 
 import torch
 from torch import nn
 
 from .attention import attend
+from .checks import check_non_negative_int, check_positive_int, is_finite_number
 
 _LOG_HALF = math.log(0.5)
 _LOG_THREE_QUARTERS = math.log(0.75)
@@ -60,9 +62,12 @@ KERNELS = tuple(LOG_KERNELS)
 
 
 def log_kernel(u: torch.Tensor, name: str = "gaussian") -> torch.Tensor:
-    """``log K(u)`` for a kernel in :data:`KERNELS` (``-inf`` outside a compact kernel's support)."""
+    """``log K(u)`` for a kernel in :data:`KERNELS` (``-inf`` outside a compact kernel's support); ``u`` is a
+    real (not bool) tensor of any shape."""
     if name not in LOG_KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, got {name!r}")
+    if not isinstance(u, torch.Tensor) or u.dtype == torch.bool or u.is_complex():
+        raise ValueError(f"u must be a real tensor, got {getattr(u, 'dtype', type(u).__name__)}")
     return LOG_KERNELS[name](u)
 
 
@@ -73,10 +78,13 @@ def kernel(u: torch.Tensor, name: str = "gaussian") -> torch.Tensor:
 
 
 def pairwise_differences(queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-    """``queries[..., i] - keys[..., j]`` for every pair: (..., Q) and (..., K) give (..., Q, K)."""
+    """``queries[..., i] - keys[..., j]`` for every pair: (..., Q) and (..., K) give (..., Q, K), real (not bool)
+    tensors with the same leading dimensions."""
     for name, t in (("queries", queries), ("keys", keys)):
         if not isinstance(t, torch.Tensor):
             raise ValueError(f"{name} must be a tensor of scalar inputs, shape (..., n); got {type(t).__name__}")
+        if t.dtype == torch.bool or t.is_complex():
+            raise ValueError(f"{name} must hold real numbers, got dtype {t.dtype}")
         if t.dim() < 1:
             raise ValueError(f"{name} must have shape (..., n), got a 0-d tensor")
     if queries.shape[:-1] != keys.shape[:-1]:
@@ -90,6 +98,11 @@ def pairwise_differences(queries: torch.Tensor, keys: torch.Tensor) -> torch.Ten
 def _pool(u: torch.Tensor, values: torch.Tensor, kernel_name: str, valid_lens):
     """Weights ``softmax(log K(u))`` (..., Q, K) and the weighted average of ``values``."""
     keys_shape = u.shape[:-2] + u.shape[-1:]  # (..., K)
+    if not isinstance(values, torch.Tensor):
+        raise ValueError(f"values must be a tensor (..., K) or (..., K, v), got {type(values).__name__}")
+    if values.dtype != u.dtype:
+        raise ValueError(f"values must have the dtype of the scores, {u.dtype} (from the queries, keys and width), "
+                         f"got {values.dtype}; convert with values.to({u.dtype})")
     scalar = values.shape == keys_shape
     if not scalar and values.shape[:-1] != keys_shape:
         raise ValueError(
@@ -104,19 +117,31 @@ def nadaraya_watson(queries, keys, values, kernel: str = "gaussian", width=1.0, 
     """Nadaraya–Watson estimates at ``queries`` from examples (``keys``, ``values``).
 
     ``queries`` (..., Q) and ``keys`` (..., K) are scalar inputs; ``values`` is (..., K) or
-    (..., K, v). ``width`` is the bandwidth h > 0 (a number or a tensor broadcastable to
-    (..., Q, K)). ``valid_lens`` masks keys as in ``masked_softmax``. Returns
-    ``(predictions, weights)``: predictions (..., Q) or (..., Q, v), weights (..., Q, K).
+    (..., K, v), in the dtype of the scores (that of the queries and keys). ``width`` is the bandwidth
+    h > 0 (a number, not a bool, or a tensor broadcastable to (..., Q, K); ``inf`` gives the plain mean).
+    ``valid_lens`` masks keys as in ``masked_softmax``. Returns ``(predictions, weights)``: predictions
+    (..., Q) or (..., Q, v), weights (..., Q, K).
     """
+    if isinstance(width, bool) or not isinstance(width, (numbers.Real, torch.Tensor)):
+        raise ValueError(f"width must be a number > 0 or a tensor of them, got {type(width).__name__} {width!r}")
     width_t = torch.as_tensor(width)
     if not bool((width_t > 0).all()):
         raise ValueError(f"width must be > 0, got {width!r}")
-    u = pairwise_differences(queries, keys) / width  # (..., Q, K)
+    differences = pairwise_differences(queries, keys)  # (..., Q, K)
+    try:
+        fits = torch.broadcast_shapes(width_t.shape, differences.shape) == differences.shape
+    except RuntimeError:
+        fits = False
+    if not fits:  # a larger width would silently enlarge the result
+        raise ValueError(f"width of shape {tuple(width_t.shape)} does not broadcast to the (..., Q, K) pairs "
+                         f"{tuple(differences.shape)}")
+    u = differences / width  # (..., Q, K)
     return _pool(u, values, kernel, valid_lens)
 
 
 def leave_one_out_mask(n: int, device=None) -> torch.Tensor:
-    """Boolean (n, n) mask, True off the diagonal: example i may not look at itself."""
+    """Boolean (n, n) mask, True off the diagonal: example i may not look at itself (``n`` an int >= 0)."""
+    check_non_negative_int("n", n)
     return ~torch.eye(n, dtype=torch.bool, device=device)
 
 
@@ -126,10 +151,13 @@ class NWKernelRegression(nn.Module):
     ``w`` is a learned inverse width (the Gaussian kernel's bandwidth is ``1/|w|``). ``forward``
     takes what :func:`nadaraya_watson` takes and keeps ``.attention_weights``. Train it with
     ``valid_lens=leave_one_out_mask(n)`` when the queries are the training inputs themselves.
+    ``w`` is a finite number (``0`` weighs every example alike).
     """
 
     def __init__(self, w: float = 1.0):
         super().__init__()
+        if not is_finite_number(w):
+            raise ValueError(f"w (the learned inverse width) must be a finite number, got {w!r}")
         self.w = nn.Parameter(torch.tensor(float(w)))
         self.attention_weights = None
 
@@ -151,9 +179,18 @@ def make_data(n: int, noise: float = 0.5, high: float = 5.0, repeats: int | None
               generator: torch.Generator | None = None, dtype=torch.float32):
     """Sorted inputs ``x ~ U(0, high)`` and ``y = true_function(x) + N(0, noise^2)``.
 
-    Shapes (n,), or (repeats, n) for ``repeats`` independent data sets. Pass a seeded
+    Shapes (n,), or (repeats, n) for ``repeats`` independent data sets (``n`` and ``repeats`` ints >= 0).
+    ``noise`` and ``high`` are finite numbers >= 0, ``dtype`` a floating-point dtype. Pass a seeded
     ``generator`` for reproducible data.
     """
+    check_non_negative_int("n", n)
+    if repeats is not None:
+        check_non_negative_int("repeats", repeats)
+    for name, value in (("noise", noise), ("high", high)):
+        if not is_finite_number(value) or value < 0:
+            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
     shape = (n,) if repeats is None else (repeats, n)
     x, _ = torch.sort(torch.rand(shape, generator=generator, dtype=dtype) * high, dim=-1)
     y = true_function(x) + noise * torch.randn(shape, generator=generator, dtype=dtype)
@@ -174,6 +211,25 @@ def _chunked_predictions(queries, x, y, kernel_name, width, chunk_elems: int = 2
     return torch.cat(preds), torch.cat(empty)
 
 
+def _check_measurement(kernel: str, repeats, num_queries, **counts) -> None:
+    """The arguments ``bias_variance`` and ``error_vs_n`` share, checked before any data is drawn."""
+    if kernel not in LOG_KERNELS:
+        raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+    for name, value in (*counts.items(), ("repeats", repeats), ("num_queries", num_queries)):
+        check_positive_int(name, value)
+
+
+def _widths(widths) -> list:
+    """``widths`` as a list of numbers > 0 (``nadaraya_watson`` checks each again)."""
+    if isinstance(widths, (str, bytes)) or not hasattr(widths, "__iter__"):
+        raise ValueError(f"widths must be a sequence of numbers > 0, got {type(widths).__name__} {widths!r}")
+    widths = list(widths)
+    for width in widths:
+        if not is_finite_number(width) or width <= 0:
+            raise ValueError(f"each width must be a finite number > 0, got {width!r}")
+    return widths
+
+
 def bias_variance(widths, n: int = 50, repeats: int = 200, kernel: str = "gaussian", noise: float = 0.5,
                   seed: int = 0, num_queries: int = 101):
     """Measure the estimator's error against ``true_function`` for each width, over ``repeats`` data sets.
@@ -182,8 +238,11 @@ def bias_variance(widths, n: int = 50, repeats: int = 200, kernel: str = "gaussi
     (spread of the fits around their average), ``mse`` (= bias2 + variance) averaged over
     ``num_queries`` evenly spaced queries in [0, 5], and ``empty``, the fraction of
     (data set, query) pairs whose kernel window held no example (those predict 0).
-    Computed in float64.
+    Computed in float64. ``widths`` is a sequence of numbers > 0; ``n``, ``repeats`` and ``num_queries`` are
+    positive ints.
     """
+    _check_measurement(kernel, repeats, num_queries, n=n)
+    widths = _widths(widths)
     generator = torch.Generator().manual_seed(seed)
     x, y = make_data(n, noise, repeats=repeats, generator=generator, dtype=torch.float64)  # (R, n)
     queries = torch.linspace(0, 5, num_queries, dtype=torch.float64).unsqueeze(0)  # (1, Q)
@@ -210,7 +269,17 @@ def error_vs_n(ns, width, repeats: int = 100, kernel: str = "gaussian", noise: f
     bandwidth that shrinks like ``n ** -0.2``). Returns one dict per n with ``n``, ``width``,
     ``mse``. Computed in float64 over ``repeats`` data sets per n, at ``num_queries`` evenly spaced
     queries in [``low``, ``high``] (the data always cover [0, 5]: [1, 4] leaves out the boundary).
+    ``ns`` is a sequence of positive ints; ``repeats`` and ``num_queries`` are positive ints.
     """
+    _check_measurement(kernel, repeats, num_queries)
+    ns = list(ns) if isinstance(ns, (list, tuple, range)) else ns
+    if not isinstance(ns, list):
+        raise ValueError(f"ns must be a sequence of positive ints, got {type(ns).__name__}")
+    for n in ns:
+        check_positive_int("each n of ns", n)
+    for name, value in (("low", low), ("high", high)):
+        if not is_finite_number(value):
+            raise ValueError(f"{name} must be a finite number, got {value!r}")
     generator = torch.Generator().manual_seed(seed)
     queries = torch.linspace(low, high, num_queries, dtype=torch.float64).unsqueeze(0)  # (1, Q)
     truth = true_function(queries[0])

@@ -41,12 +41,15 @@ import torch
 from torch import nn
 
 from .attention import attend, score_layer
-from .checks import check_positive_int, check_probability, check_tokens
-from .masking import lengths_to_mask, masked_softmax
+from .checks import check_bool, check_non_negative_int, check_positive_int, check_probability, checks_read_values
+from .masking import check_length_values, lengths_to_mask, masked_softmax
 from .seq2seq import (
     Decoder,
     EncoderDecoder,
     Seq2SeqEncoder,
+    check_sizes,
+    check_source,
+    check_state_rows,
     init_seq2seq,
     source_lengths,
 )
@@ -71,9 +74,19 @@ def luong_score_layer(score: str, num_hiddens: int, scaled: bool = False):
 def local_window(centres: torch.Tensor, src_valid_lens: torch.Tensor, num_positions: int, half_width: int):
     """The window ``|s − p_t| ≤ D`` within each sentence: ``(mask, distances)``, both (batch, Q, src).
 
-    ``centres`` ``p_t`` are (batch, Q), ``src_valid_lens`` (batch,); positions past a sentence's length
-    are outside its window.
+    ``centres`` ``p_t`` are floating-point (batch, Q), ``src_valid_lens`` integers (batch,); positions past a
+    sentence's length are outside its window. ``num_positions`` is an int >= 0, ``half_width`` (D) a positive int.
     """
+    if not isinstance(centres, torch.Tensor) or centres.dim() != 2 or not centres.is_floating_point():
+        raise ValueError(f"centres must be a floating-point tensor (batch, Q), got "
+                         f"{tuple(getattr(centres, 'shape', ()))} {getattr(centres, 'dtype', type(centres).__name__)}")
+    if not isinstance(src_valid_lens, torch.Tensor) or src_valid_lens.shape != centres.shape[:1] \
+            or src_valid_lens.is_floating_point() or src_valid_lens.dtype == torch.bool:
+        raise ValueError(f"src_valid_lens must be integer lengths of shape ({centres.shape[0]},), one per row of "
+                         f"centres, got {tuple(getattr(src_valid_lens, 'shape', ()))} "
+                         f"{getattr(src_valid_lens, 'dtype', type(src_valid_lens).__name__)}")
+    check_non_negative_int("num_positions", num_positions)
+    check_positive_int("half_width (D)", half_width)
     positions = torch.arange(num_positions, device=centres.device, dtype=centres.dtype)  # (src,)
     distances = positions - centres.unsqueeze(-1)  # (batch, Q, 1) -> (batch, Q, src)
     real = lengths_to_mask(src_valid_lens, num_positions).unsqueeze(1)  # (batch, 1, src)
@@ -83,7 +96,25 @@ def local_window(centres: torch.Tensor, src_valid_lens: torch.Tensor, num_positi
 def local_attention_weights(scores: torch.Tensor, src_valid_lens: torch.Tensor, centres: torch.Tensor, half_width: int,
                             gaussian: bool) -> torch.Tensor:
     """Luong's local weights for ``scores`` (batch, Q, src): the softmax over the window ``|s − p_t| ≤ D``
-    (exactly 0 outside), times ``exp(−(s − p_t)² / (2σ²))``, ``σ = D/2``, when ``gaussian``."""
+    (exactly 0 outside), times ``exp(−(s − p_t)² / (2σ²))``, ``σ = D/2``, when ``gaussian``.
+
+    ``scores`` are floating-point (batch, Q, src), ``centres`` (batch, Q) and ``src_valid_lens`` (batch,)
+    integers in ``0 .. src`` as ``local_window`` takes them, ``half_width`` (D) a positive int, ``gaussian`` a bool.
+    """
+    if not isinstance(scores, torch.Tensor) or scores.dim() != 3 or not scores.is_floating_point():
+        raise ValueError(f"scores must be a floating-point tensor (batch, Q, src), got "
+                         f"{tuple(getattr(scores, 'shape', ()))} {getattr(scores, 'dtype', type(scores).__name__)}")
+    if not isinstance(centres, torch.Tensor) or centres.shape != scores.shape[:2]:
+        raise ValueError(f"centres must have shape (batch, Q) = {tuple(scores.shape[:2])} for scores "
+                         f"{tuple(scores.shape)}, got {tuple(getattr(centres, 'shape', ()))}")
+    check_bool("gaussian", gaussian)
+    if isinstance(src_valid_lens, torch.Tensor) and checks_read_values(src_valid_lens):
+        check_length_values(src_valid_lens, scores.shape[-1], name="src_valid_lens")
+    return _local_weights(scores, src_valid_lens, centres, half_width, gaussian)
+
+
+def _local_weights(scores, src_valid_lens, centres, half_width, gaussian):
+    """``local_attention_weights`` without its checks of the scores and lengths (the decoder's own)."""
     inside, distances = local_window(centres, src_valid_lens, scores.shape[-1], half_width)
     weights = masked_softmax(scores, inside)  # (batch, Q, src)
     if gaussian:
@@ -100,8 +131,11 @@ class LuongDecoder(Decoder):
     units and as many layers, whose final states start the decoder.
 
     State: ``(encoder states (batch, src, h), src_valid_lens (batch,), hidden (layers, batch, h),
-    h̃_{t-1} (batch, h), t)`` with ``t`` the number of steps decoded so far. After ``forward``,
-    ``attention_weights`` is ``(batch, steps, src)`` and ``centres`` (``p_t``) ``(batch, steps)``.
+    h̃_{t-1} (batch, h), t)`` with ``t`` the number of steps decoded so far. ``forward(X, state)`` takes
+    target token ids ``(batch, steps >= 1)`` in ``[0, vocab_size)``; afterwards ``attention_weights`` is
+    ``(batch, steps, src)`` and ``centres`` (``p_t``) ``(batch, steps)``. Sizes and ``half_width`` (with
+    ``local``) are positive ints, ``score`` one of ``SCORES``, ``local`` one of ``LOCAL_MODES``,
+    ``dropout`` in ``[0, 1)``, ``input_feeding`` and ``scaled`` ``True`` or ``False``.
     """
 
     has_attention = True
@@ -118,6 +152,9 @@ class LuongDecoder(Decoder):
         if local is not None:
             check_positive_int("half_width (D)", half_width, hint="for local attention")
         check_probability("dropout", dropout)
+        check_sizes(vocab_size=vocab_size, embed_size=embed_size, num_hiddens=num_hiddens, num_layers=num_layers)
+        check_bool("input_feeding", input_feeding)
+        check_bool("scaled", scaled)
         h = num_hiddens
         self.num_hiddens, self.score_name, self.local, self.half_width = h, score, local, half_width
         self.input_feeding, self.scaled = input_feeding, scaled
@@ -159,7 +196,7 @@ class LuongDecoder(Decoder):
         scores = self.attention.score(h_t, enc)  # (batch, Q, src)
         centres = self.centre(h_t, lens, first_step)
         if self.local == "predictive":  # the window's softmax times a Gaussian: weights that no longer sum to 1
-            weights = local_attention_weights(scores, lens, centres, self.half_width, gaussian=True)
+            weights = _local_weights(scores, lens, centres, self.half_width, gaussian=True)
             context = weights @ enc  # (batch, Q, src) @ (batch, src, h) -> (batch, Q, h)
         else:  # global: every real position; local-m: the window around p_t
             visible = (lengths_to_mask(lens, enc.shape[1]).unsqueeze(1) if centres is None
@@ -169,9 +206,10 @@ class LuongDecoder(Decoder):
         return attentional, weights, centres
 
     def forward(self, X, state):
-        check_tokens(X, "the decoder's input X")
+        ids = check_source(X, self.embedding, "the decoder's input X")
         enc, lens, hidden, feed, t = state
-        embs = self.embedding(X.t().long())  # (steps, batch, embed)
+        check_state_rows(X, enc.shape[0])
+        embs = self.embedding(ids.t())  # (steps, batch, embed)
         if self.input_feeding:
             outs, weights, centres = [], [], []
             for emb in embs:  # one step at a time: h̃_{t-1} is part of step t's input
@@ -192,7 +230,9 @@ class LuongDecoder(Decoder):
 def make_luong(src_vocab_size: int, tgt_vocab_size: int, embed_size: int = 256, num_hiddens: int = 256,
                num_layers: int = 2, score: str = "general", local: str | None = None, half_width: int = 5,
                input_feeding: bool = True, dropout: float = 0.0, scaled: bool = False) -> EncoderDecoder:
-    """Luong et al.'s translator: chapter 4's ``Seq2SeqEncoder`` and a ``LuongDecoder``, config recorded."""
+    """Luong et al.'s translator: chapter 4's ``Seq2SeqEncoder`` and a ``LuongDecoder``, config recorded (the
+    arguments as ``LuongDecoder`` takes them; vocabulary sizes positive ints)."""
+    check_sizes(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size)
     config = dict(kind="luong", src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
                   embed_size=embed_size, num_hiddens=num_hiddens, num_layers=num_layers, score=score, local=local,
                   half_width=half_width, input_feeding=input_feeding, dropout=dropout, scaled=scaled)

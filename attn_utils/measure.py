@@ -27,12 +27,21 @@ import time
 
 import torch
 
+from .checks import check_bool, check_device, check_non_negative_int, check_positive_int, check_seed, is_finite_number
+
+
+def _check_callable(name: str, fn) -> None:
+    if not callable(fn):
+        raise ValueError(f"{name} must be a function, got {type(fn).__name__} {fn!r:.40}")
+
 
 def saved_tensor_bytes(fn, *inputs) -> int:
-    """Bytes of the distinct storages that autograd saves for backward while ``fn(*inputs)`` runs.
+    """Bytes of the distinct storages that autograd saves for backward while ``fn(*inputs)`` runs (``fn``: a
+    function).
 
     Inputs that ``fn`` saves count too (a matrix product saves both factors).
     """
+    _check_callable("fn", fn)
     storages: dict[int, int] = {}
 
     def pack(t):
@@ -71,8 +80,10 @@ def _quiet_stderr():
 
 
 def peak_memory_bytes(fn, device) -> int:
-    """Peak bytes allocated while ``fn()`` runs, above the memory allocated when it starts."""
-    device = torch.device(device)
+    """Peak bytes allocated while ``fn()`` runs, above the memory allocated when it starts (``device``: a device or
+    its name)."""
+    _check_callable("fn", fn)
+    device = check_device("device", device)
     if device.type == "cuda":
         _synchronize(device)
         start = torch.cuda.memory_allocated(device)
@@ -91,8 +102,14 @@ def peak_memory_bytes(fn, device) -> int:
 
 def attention_inputs(n: int, batch: int = 1, heads: int = 4, d: int = 64, device="cpu", dtype=torch.float32,
                      seed: int = 0):
-    """Queries, keys and values (batch, heads, n, d) drawn from a seeded generator, requiring gradients."""
-    gen = torch.Generator().manual_seed(seed)
+    """Queries, keys and values (batch, heads, n, d) drawn from a seeded generator, requiring gradients: the sizes
+    positive ints, ``dtype`` a floating-point dtype, ``seed`` an int."""
+    for name, value in (("n", n), ("batch", batch), ("heads", heads), ("d", d)):
+        check_positive_int(name, value)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
+    device = check_device("device", device)
+    gen = torch.Generator().manual_seed(check_seed("seed", seed))
     return [torch.randn(batch, heads, n, d, generator=gen, dtype=dtype).to(device).requires_grad_()
             for _ in range(3)]
 
@@ -103,13 +120,20 @@ def attention_memory(fn, n: int, batch: int = 1, heads: int = 4, d: int = 64, de
 
     Returns ``{"n", "saved_bytes", "peak_bytes", "map_bytes"}``: the bytes saved for backward, the
     peak allocation of forward (+ backward of ``output.sum()`` when ``backward``) above the inputs, and
-    for comparison the size of one (batch, heads, n, n) map in ``dtype``.
+    for comparison the size of one (batch, heads, n, n) map in ``dtype``. Sizes and ``dtype`` as
+    ``attention_inputs`` takes them; ``fn`` returns a tensor (or a tuple starting with one).
     """
+    _check_callable("fn", fn)
+    check_bool("backward", backward)
     q, k, v = attention_inputs(n, batch, heads, d, device, dtype)
 
     def output():
         out = fn(q, k, v)
-        return out[0] if isinstance(out, tuple) else out
+        out = out[0] if isinstance(out, tuple) and out else out
+        if not isinstance(out, torch.Tensor):
+            raise ValueError(f"fn(q, k, v) must return a tensor (or a tuple starting with one), got "
+                             f"{type(out).__name__}")
+        return out
 
     def step():
         out = output()
@@ -126,7 +150,17 @@ def attention_memory(fn, n: int, batch: int = 1, heads: int = 4, d: int = 64, de
 
 
 def loglog_slope(xs, ys) -> float:
-    """The slope of the least-squares line through ``(log x, log y)``: the exponent p of ``y ~ x^p``."""
+    """The slope of the least-squares line through ``(log x, log y)``: the exponent p of ``y ~ x^p``. ``xs`` and
+    ``ys`` are equally many (at least 2) finite numbers > 0, the ``xs`` not all equal."""
+    for name, values in (("xs", xs), ("ys", ys)):
+        if isinstance(values, (str, bytes)) or not hasattr(values, "__len__") or len(values) < 2 or not all(
+                is_finite_number(v) and v > 0 for v in values):
+            raise ValueError(f"{name} must be at least 2 finite numbers > 0 (their logarithms are taken), got "
+                             f"{values!r:.80}")
+    if len(xs) != len(ys):  # zip would drop the extra points
+        raise ValueError(f"xs and ys must be equally many, got {len(xs)} and {len(ys)}")
+    if len(set(xs)) == 1:
+        raise ValueError(f"xs must not all be equal (no slope through one x), got {xs!r:.80}")
     lx, ly = [math.log(x) for x in xs], [math.log(y) for y in ys]
     mx, my = statistics.fmean(lx), statistics.fmean(ly)
     return sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
@@ -134,8 +168,13 @@ def loglog_slope(xs, ys) -> float:
 
 def interleaved_times(fns, device="cpu", repeats: int = 10, warmup: int = 2) -> list[list[float]]:
     """Seconds of each of ``fns`` in every repeat: one list per function, entry i from repeat i. The
-    functions run in turn within every repeat, so all see the same load."""
-    device = torch.device(device)
+    functions run in turn within every repeat, so all see the same load. ``fns``: a list of functions of no
+    argument; ``repeats`` a positive int, ``warmup`` an int >= 0."""
+    if not isinstance(fns, (list, tuple)) or not all(callable(fn) for fn in fns):
+        raise ValueError(f"fns must be a list of functions (of no argument), got {fns!r:.80}")
+    check_positive_int("repeats", repeats)
+    check_non_negative_int("warmup", warmup)
+    device = check_device("device", device)
     for _ in range(warmup):
         for fn in fns:
             fn()
@@ -156,11 +195,12 @@ def interleaved_medians(fns, device="cpu", repeats: int = 10, warmup: int = 2) -
 
 
 def environment(device) -> dict:
-    """What a stored measurement must say about where it was taken: device name, torch version, date."""
+    """What a stored measurement must say about where it was taken: device name, torch version, date. ``device``:
+    a device or its name."""
     import datetime
     import platform
 
-    device = torch.device(device)
+    device = check_device("device", device)
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
     else:

@@ -16,7 +16,9 @@ from torch import nn
 @contextmanager
 def evaluation_mode(model: nn.Module) -> Iterator[nn.Module]:
     """Within the ``with`` block ``model`` is in evaluation mode (no dropout); afterwards it is back
-    in the mode it was in, also when the block raises."""
+    in the mode it was in, also when the block raises. ``model``: a ``torch.nn.Module``."""
+    if not all(callable(getattr(model, name, None)) for name in ("eval", "train")) or not hasattr(model, "training"):
+        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     was_training = model.training
     model.eval()
     try:

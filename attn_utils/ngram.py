@@ -43,11 +43,17 @@ from collections.abc import Hashable, Iterable, Sequence
 from .checks import check_positive_int, is_finite_number
 
 BOUNDARY = "<s>"  # the padding before the first token of a sequence (a context, never a target)
+_NONE = object()  # "nothing found", where None could be a token
 
 
 def _check_sequences(sequences, name: str) -> list[list]:
     if isinstance(sequences, (str, bytes)) or not isinstance(sequences, Iterable):
         raise ValueError(f"{name} must be a list of token sequences, got {type(sequences).__name__}")
+    sequences = list(sequences)
+    bad = next((s for s in sequences if isinstance(s, bytes) or not isinstance(s, Iterable)), _NONE)
+    if bad is not _NONE:  # a flat list of tokens, [1, 2, 3], rather than a list of sequences
+        raise ValueError(f"{name} must be a list of token sequences (lists of tokens), got an element "
+                         f"{type(bad).__name__} {bad!r:.40}; one sequence is [tokens]")
     sequences = [list(s) for s in sequences]
     if not sequences or not any(sequences):
         raise ValueError(f"{name} must hold at least one token, got {len(sequences)} empty sequence(s)")
@@ -63,6 +69,8 @@ class KneserNeyLM:
     where ``context`` is the list of preceding tokens (only the last ``order - 1`` count; a short
     one is padded with the boundary token, as at the start of a sequence); ``perplexity(sequences)``
     scores every token of every sequence. For each context the probabilities sum to 1 over ``vocab``.
+    ``order`` is a positive int; ``vocab`` a collection of hashable tokens (strings or ints, without
+    ``"<s>"``); every token given to a method must be in ``vocab`` (contexts may hold ``"<s>"`` as well).
 
     ``discounts`` fixes the discounts instead of estimating them: one number in (0, 1) per order,
     unigram first. After ``fit``, ``discounts`` holds those in use.
@@ -86,7 +94,11 @@ class KneserNeyLM:
                  modified: bool = False):
         check_positive_int("order", order, hint="(1 = unigram)")
         self.order = order
-        self.vocab = list(dict.fromkeys(vocab))
+        try:
+            self.vocab = list(dict.fromkeys(vocab))
+        except TypeError:  # not iterable, or a token that cannot be a dict key
+            raise ValueError(f"vocab must be a collection of hashable tokens (e.g. strings or ints), got "
+                             f"{type(vocab).__name__} {vocab!r:.60}") from None
         if not self.vocab:
             raise ValueError("vocab must hold at least one token")
         if BOUNDARY in self.vocab:
@@ -116,6 +128,8 @@ class KneserNeyLM:
         message = (f"with modified=True, discounts must be {self.order} triples (D1, D2, D3+) with 0 < Dk <= k, "
                    f"one per order (unigram first), got {discounts!r}")
         try:
+            if any(isinstance(d, (bool, str, bytes)) for triple in discounts for d in triple):
+                raise TypeError  # float() would read True as 1 and "0.5" as 0.5
             triples = [tuple(float(d) for d in triple) for triple in discounts]
         except (TypeError, ValueError):
             raise ValueError(message) from None
@@ -131,8 +145,8 @@ class KneserNeyLM:
         # counts[k][(context, word)] for k = 1..n: raw counts at the top order, continuation counts below
         top = Counter()
         for s in sequences:
-            unknown = next((t for t in s if t not in self._in_vocab), None)
-            if unknown is not None:
+            unknown = next((t for t in s if not self._known(t)), _NONE)
+            if unknown is not _NONE:
                 raise ValueError(f"token {unknown!r} is not in the vocabulary: map it to an <unk> token first")
             padded = [BOUNDARY] * (n - 1) + s
             for i in range(n - 1, len(padded)):
@@ -185,10 +199,17 @@ class KneserNeyLM:
         raw = (1 - 2 * y * n2 / n1, 2 - 3 * y * n3 / n2, 3 - 4 * y * n4 / n3)
         return tuple(min(max(d, 0.05), k) for k, d in enumerate(raw, 1))
 
+    def _known(self, token) -> bool:
+        """Is ``token`` in the vocabulary? (False for an unhashable one, such as a list.)"""
+        try:
+            return token in self._in_vocab
+        except TypeError:
+            return False
+
     def _check_word(self, word) -> None:
         if not self.fitted:
             raise RuntimeError("call fit(sequences) before asking for probabilities")
-        if word not in self._in_vocab:
+        if not self._known(word):
             raise ValueError(f"word {word!r} is not in the vocabulary")
 
     def _prob(self, word, context: tuple, k: int) -> float:
@@ -216,8 +237,11 @@ class KneserNeyLM:
         return (BOUNDARY,) * (self.order - 1 - len(context)) + context
 
     def prob(self, word, context: Sequence = ()) -> float:
-        """``P(word | context)``, ``context`` the preceding tokens (the last ``order - 1`` are used)."""
+        """``P(word | context)``, ``context`` the preceding tokens (the last ``order - 1`` are used), each in the
+        vocabulary or ``"<s>"``: a token the model never counted (a tensor element, say) would silently make
+        the context unseen."""
         self._check_word(word)
+        context = self._check_tokens(context, "context", boundary=True)
         return self._prob(word, self._context(context), self.order)
 
     def logprob(self, word, context: Sequence = ()) -> float:
@@ -225,9 +249,8 @@ class KneserNeyLM:
         return math.log(self.prob(word, context))
 
     def next_word_probs(self, context: Sequence = ()) -> dict:
-        """``{word: P(word | context)}`` over the whole vocabulary (sums to 1)."""
-        if not self.fitted:
-            raise RuntimeError("call fit(sequences) before asking for probabilities")
+        """``{word: P(word | context)}`` over the whole vocabulary (sums to 1); ``context`` as in ``prob``."""
+        context = self._check_tokens(context, "context", boundary=True)
         return dict(zip(self.vocab, self._distribution(self._context(context))))
 
     def _distribution(self, context: tuple) -> list[float]:
@@ -252,15 +275,16 @@ class KneserNeyLM:
                 probs = [max(count((h, w), 0) - d, 0.0) / total + coef * p for w, p in zip(self.vocab, probs)]
         return probs
 
-    def _check_tokens(self, tokens, name: str) -> list:
-        """``tokens`` as a list, after checking that the model is fitted and every token is in the vocabulary."""
+    def _check_tokens(self, tokens, name: str, boundary: bool = False) -> list:
+        """``tokens`` as a list, after checking that the model is fitted and every token is in the vocabulary
+        (or, with ``boundary``, the boundary token)."""
         if not self.fitted:
             raise RuntimeError("call fit(sequences) before asking for probabilities")
         if isinstance(tokens, bytes) or not isinstance(tokens, Iterable):
             raise ValueError(f"{name} must be a sequence of tokens, got {type(tokens).__name__}")
         tokens = list(tokens)
-        unknown = next((t for t in tokens if t not in self._in_vocab), None)
-        if unknown is not None:
+        unknown = next((t for t in tokens if not (self._known(t) or boundary and t == BOUNDARY)), _NONE)
+        if unknown is not _NONE:
             raise ValueError(f"{name} holds the token {unknown!r}, which is not in the vocabulary")
         return tokens
 
@@ -320,9 +344,7 @@ class KneserNeyLM:
 
     def sequence_logprobs(self, sequence: Sequence) -> list[float]:
         """The log-probability of each token of ``sequence`` given the tokens before it in the sequence."""
-        sequence = list(sequence)
-        for w in sequence:
-            self._check_word(w)
+        sequence = self._check_tokens(sequence, "sequence")
         padded = [BOUNDARY] * (self.order - 1) + sequence
         n = self.order
         return [math.log(self._prob(padded[i], tuple(padded[i - n + 1:i]), n)) for i in range(n - 1, len(padded))]
@@ -342,6 +364,7 @@ class NeighbourGuesser:
     most often between ``left`` and ``right``; for a pair never seen, the word seen most often after
     ``left``, then before ``right``, then the most frequent word. Ties go to the word counted first.
     ``None`` for one side ignores it: ``guess(left, None)`` is the word seen most often after ``left``.
+    Tokens are hashable (strings or ints).
     """
 
     def __init__(self, sequences: Iterable[Sequence[Hashable]]):
@@ -350,12 +373,22 @@ class NeighbourGuesser:
             padded = [BOUNDARY, *s, BOUNDARY]
             for i in range(1, len(padded) - 1):
                 left, w, right = padded[i - 1], padded[i], padded[i + 1]
-                for key in ((left, right), (left, None), (None, right), (None, None)):
-                    tables[key][w] += 1
+                try:
+                    for key in ((left, right), (left, None), (None, right), (None, None)):
+                        tables[key][w] += 1
+                except TypeError:  # a list or another unhashable token
+                    raise ValueError(f"sequences must hold hashable tokens (e.g. strings or ints), got "
+                                     f"{type(w).__name__} {w!r:.40}") from None
         self._best = {key: counter.most_common(1)[0][0] for key, counter in tables.items()}
 
     def guess(self, left, right):
         """The most likely hidden word between ``left`` and ``right`` (use ``"<s>"`` at a sequence's ends)."""
+        for name, token in (("left", left), ("right", right)):
+            try:
+                hash(token)
+            except TypeError:
+                raise ValueError(f"{name} must be a token (hashable), got {type(token).__name__} "
+                                 f"{token!r:.40}") from None
         for key in ((left, right), (left, None), (None, right), (None, None)):
             if key in self._best:
                 return self._best[key]

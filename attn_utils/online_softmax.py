@@ -39,7 +39,21 @@ def merge_attention_blocks(m1, l1, acc1, m2, l2, acc2):
     (..., Q) and ``acc = sum exp(s - m) v`` (..., Q, d_v), the output before its division by ``l``.
     ``acc`` may be ``None`` (a softmax without values). A set with no visible key has ``m = -inf``,
     ``l = 0`` and ``acc = 0``. Returns ``(m, l, acc)`` of the union; the attention output is ``acc / l``.
+    The ``m`` and ``l`` of both parts are tensors of one shape, and both ``acc`` that shape plus ``d_v`` (or
+    both ``None``).
     """
+    def described(t):
+        return tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+
+    for name, t in (("m1", m1), ("l1", l1), ("m2", m2), ("l2", l2)):
+        if not isinstance(t, torch.Tensor) or t.shape != getattr(m1, "shape", None):
+            raise ValueError(f"m1, l1, m2 and l2 must be tensors of one shape (..., Q), got {name} {described(t)} "
+                             f"beside m1 {described(m1)}")
+    if (acc1 is None) != (acc2 is None) or (acc1 is not None and (
+            not isinstance(acc1, torch.Tensor) or not isinstance(acc2, torch.Tensor) or acc1.shape != acc2.shape
+            or acc1.shape[:-1] != m1.shape)):
+        raise ValueError(f"acc1 and acc2 must both be None or tensors {tuple(m1.shape)} + (d_v,) of one shape, got "
+                         f"{getattr(acc1, 'shape', acc1)} and {getattr(acc2, 'shape', acc2)}")
     m = torch.maximum(m1, m2)  # (..., Q)
     shift = safe_shift(m)
     a1, a2 = torch.exp(m1 - shift), torch.exp(m2 - shift)  # rescale each part to the common maximum

@@ -6,6 +6,8 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from .checks import checks_read_values
+
 
 def run_packed(rnn: nn.RNNBase, X: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """The outputs of ``rnn`` (``batch_first``) over the first ``lengths[n]`` steps of each row of ``X``.
@@ -13,7 +15,20 @@ def run_packed(rnn: nn.RNNBase, X: torch.Tensor, lengths: torch.Tensor) -> torch
     ``X`` ``(N, steps, in)`` -> ``(N, steps, directions * hidden)``. The sequences are packed, so a
     backward direction starts at each row's own last step and padded steps change nothing; their
     outputs are 0, and so is every output of a row of length 0 (``pack_padded_sequence`` refuses those).
+    ``lengths`` is an integer (not bool) tensor ``(N,)`` with values in ``[0, steps]``.
     """
+    if not getattr(rnn, "batch_first", False):
+        raise ValueError(f"run_packed needs a recurrent layer built with batch_first=True, got {type(rnn).__name__}")
+    if not isinstance(X, torch.Tensor) or X.dim() != 3:
+        raise ValueError(f"X must be a tensor (N, steps, features), got "
+                         f"{tuple(X.shape) if isinstance(X, torch.Tensor) else type(X).__name__}")
+    if not isinstance(lengths, torch.Tensor) or lengths.shape != X.shape[:1] or lengths.is_floating_point() \
+            or lengths.dtype == torch.bool:
+        raise ValueError(f"lengths must be an integer tensor of shape ({X.shape[0]},), got "
+                         f"{tuple(getattr(lengths, 'shape', ()))} {getattr(lengths, 'dtype', type(lengths).__name__)}")
+    if checks_read_values(lengths) and lengths.numel() and bool(((lengths < 0) | (lengths > X.shape[1])).any()):
+        raise ValueError(f"lengths must lie in [0, {X.shape[1]}] (the steps of X), got "
+                         f"{int(lengths.min())}..{int(lengths.max())}")
     N, steps, _ = X.shape
     directions = 2 if rnn.bidirectional else 1
     out = X.new_zeros(N, steps, directions * rnn.hidden_size)

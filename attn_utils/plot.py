@@ -53,6 +53,8 @@ def show_heatmaps(
             f"(rows, cols, queries, keys); got {data.ndim} dimensions, shape {data.shape}"
         )
     num_rows, num_cols, num_q, num_k = data.shape
+    if not num_rows or not num_cols:
+        raise ValueError(f"show_heatmaps needs at least one matrix, got shape {data.shape}")
     for name, labels, size in (("xticklabels", xticklabels, num_k), ("yticklabels", yticklabels, num_q)):
         if labels is not None and len(labels) != size:
             raise ValueError(f"{name} has {len(labels)} labels but the matrices have {size} {name[0]}-positions")

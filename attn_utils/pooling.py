@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .checks import check_positive_int
+from .checks import check_positive_int, check_weights_dtype
 from .masking import masked_softmax_visible
 
 
@@ -32,7 +32,14 @@ def pool_by_scores(scores: torch.Tensor, H: torch.Tensor, valid_lens=None) -> tu
     not as ``attend``'s matrix product: the same numbers up to rounding, and the rounding chapter 7's
     stored results were computed with (its trained accuracies move in the third decimal otherwise).
     Padding never matters, NaN included; a NaN on a real step gives NaN, as in ``attend``.
+    ``scores`` must be a floating-point tensor of shape ``H.shape[:-1]``.
     """
+    for name, t in (("scores", scores), ("H", H)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a tensor, got {type(t).__name__}")
+    if H.dim() < 2 or scores.shape != H.shape[:-1]:
+        raise ValueError(f"scores must have the shape of H without its last axis: H {tuple(H.shape)} (batch, steps, "
+                         f"size) needs scores {tuple(H.shape[:-1])}, got {tuple(scores.shape)}")
     if isinstance(valid_lens, torch.Tensor) and valid_lens.dtype == torch.bool and valid_lens.dim():
         valid_lens = valid_lens.unsqueeze(-2)  # (..., steps) -> (..., 1, steps): the one query's row
     weights, visible = masked_softmax_visible(scores.unsqueeze(-2), valid_lens)  # (batch, 1, steps) each
@@ -58,9 +65,10 @@ def masked_mean(X: torch.Tensor, valid_lens=None) -> tuple[torch.Tensor, torch.T
 class LearnedQueryPooling(nn.Module):
     """``forward(H, valid_lens=None) -> (batch, size)``; the weights of the last call are in ``attention_weights``.
 
-    ``H`` is ``(batch, steps, size)``; ``valid_lens`` is ``(batch,)`` lengths or a boolean mask
-    ``(batch, steps)`` (``True`` = real position). The query is initialised from N(0, 1/size), as
-    the papers initialise their context vectors randomly.
+    ``H`` is ``(batch, steps, size)`` in the dtype of the layer's weights; ``valid_lens`` is ``(batch,)``
+    lengths in ``[0, steps]`` or a boolean mask ``(batch, steps)`` (``True`` = real position). The query
+    is initialised from N(0, 1/size), as the papers initialise their context vectors randomly. ``size``
+    and ``projection_size`` (or ``None``) are positive ints.
     """
 
     def __init__(self, size: int, projection_size: int | None = None):
@@ -75,9 +83,10 @@ class LearnedQueryPooling(nn.Module):
         self.attention_weights: torch.Tensor | None = None
 
     def forward(self, H: torch.Tensor, valid_lens: torch.Tensor | None = None) -> torch.Tensor:
-        if H.dim() != 3 or H.shape[-1] != self.size:
+        if not isinstance(H, torch.Tensor) or H.dim() != 3 or H.shape[-1] != self.size:
             raise ValueError(f"LearnedQueryPooling expects H of shape (batch, steps, {self.size}), "
-                             f"got {tuple(H.shape)}")
+                             f"got {tuple(H.shape) if isinstance(H, torch.Tensor) else type(H).__name__}")
+        check_weights_dtype(self, H, "LearnedQueryPooling")
         keys = torch.tanh(H if self.projection is None else self.projection(H))  # (batch, steps, key_size)
         scores = keys @ self.query  # (batch, steps)
         pooled, self.attention_weights = pool_by_scores(scores, H, valid_lens)  # (batch, size), (batch, steps)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from .bahdanau import make_bahdanau
+from .checks import check_positive_int
 from .luong import make_luong
 from .seq2seq import EncoderDecoder, make_seq2seq
 from .transformer import make_transformer
@@ -62,7 +63,11 @@ CHAPTER_6_TRANSLATORS = ("no attention", "Bahdanau", "Luong dot", "Luong general
 
 
 def build_model(config: dict) -> EncoderDecoder:
-    """Rebuild a model from its ``config`` (``config['kind']`` names a builder in ``MODEL_BUILDERS``)."""
+    """Rebuild a model from its ``config`` (``config['kind']`` names a builder in ``MODEL_BUILDERS``; the other
+    entries are that builder's keyword arguments)."""
+    if not isinstance(config, dict):
+        raise ValueError(f"config must be a dict with a 'kind' (one of {sorted(MODEL_BUILDERS)}), got "
+                         f"{type(config).__name__}")
     config = dict(config)
     kind = config.pop("kind", None)
     if kind not in MODEL_BUILDERS:
@@ -75,10 +80,18 @@ def build_translator(name: str, data, embed_size: int = 256, num_hiddens: int = 
     """The model ``name`` (a key of ``TRANSLATORS``) sized for ``data``'s vocabularies.
 
     Each model takes the shared sizes its ``Translator`` lists; ``options`` (e.g. ``dropout=0.1``) are
-    passed to its builder and override the ``Translator``'s own options.
+    passed to its builder and override the ``Translator``'s own options. ``data`` has the vocabularies
+    ``src_vocab`` and ``tgt_vocab`` (a ``TranslationData``); the shared sizes are positive ints (checked even
+    where the model takes no such size, as a mistyped one would otherwise be ignored).
     """
     if name not in TRANSLATORS:
         raise ValueError(f"name must be one of {list(TRANSLATORS)}, got {name!r}")
+    for size, value in (("embed_size", embed_size), ("num_hiddens", num_hiddens), ("num_layers", num_layers),
+                        ("half_width", half_width)):  # checked even where this model takes no such size
+        check_positive_int(size, value)
+    if not all(hasattr(data, vocab) for vocab in ("src_vocab", "tgt_vocab")):
+        raise ValueError(f"data must have the vocabularies src_vocab and tgt_vocab (a TranslationData), got "
+                         f"{type(data).__name__}")
     kind, sizes, fixed = TRANSLATORS[name]
     shared = {"embed_size": embed_size, "num_hiddens": num_hiddens, "num_layers": num_layers, "half_width": half_width,
               "ffn_num_hiddens": 4 * num_hiddens}

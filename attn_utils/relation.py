@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .checks import check_positive_int, check_probability
+from .checks import EMBEDDING_INDEX_DTYPES, check_positive_int, check_probability, checks_read_values
 from .packed import run_packed
 from .pooling import LearnedQueryPooling
 
@@ -48,12 +48,17 @@ def last_states(output: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """What a BiLSTM without attention reads: the forward state after the LAST real token plus the
     backward state after the FIRST token (the backward LSTM ends there), ``(batch, h)``.
 
-    ``lengths`` ``(batch,)`` are the real lengths: with padding, ``output[:, -1]`` is not the last
-    real step of a short sentence.
+    ``lengths`` ``(batch,)`` are the real lengths, integers in ``[1, steps]`` (0 would read the padding at the
+    end): with padding, ``output[:, -1]`` is not the last real step of a short sentence.
     """
     h = _check_bidirectional(output)
-    if not isinstance(lengths, torch.Tensor) or lengths.shape != output.shape[:1]:
-        raise ValueError(f"lengths must have shape ({output.shape[0]},), got {tuple(getattr(lengths, 'shape', ()))}")
+    if not isinstance(lengths, torch.Tensor) or lengths.shape != output.shape[:1] or lengths.is_floating_point() \
+            or lengths.dtype == torch.bool:
+        raise ValueError(f"lengths must have shape ({output.shape[0]},) and hold integers, got "
+                         f"{tuple(getattr(lengths, 'shape', ()))} {getattr(lengths, 'dtype', type(lengths).__name__)}")
+    if checks_read_values(lengths) and lengths.numel() and bool(((lengths < 1) | (lengths > output.shape[1])).any()):
+        raise ValueError(f"lengths must lie in [1, {output.shape[1]}] (the steps of output), got "
+                         f"{int(lengths.min())}..{int(lengths.max())}")
     rows = torch.arange(output.shape[0], device=output.device)
     return output[rows, lengths.to(output.device) - 1, :h] + output[:, 0, h:]
 
@@ -74,7 +79,9 @@ class AttentionBiLSTM(nn.Module):
       backward LSTM's after the first: what a BiLSTM classifier without attention reads.
 
     For the last two ``attention_weights`` is ``None``. Sequences are packed, so the padding
-    after a sentence changes nothing, in either direction.
+    after a sentence changes nothing, in either direction. ``tokens`` are int64 or int32 ids ``(batch,
+    steps)`` in ``[0, vocab_size)``, non-empty; ``lengths`` integers ``(batch,)`` in ``[1, steps]``. Sizes
+    are positive ints, ``dropout`` in ``[0, 1)``, ``padding_idx`` ``None`` or an id in ``[0, vocab_size)``.
     """
 
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, num_classes: int,
@@ -86,6 +93,10 @@ class AttentionBiLSTM(nn.Module):
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
         check_probability("dropout", dropout)
+        if padding_idx is not None and (isinstance(padding_idx, bool) or not isinstance(padding_idx, int)
+                                        or not 0 <= padding_idx < vocab_size):
+            raise ValueError(f"padding_idx must be None or a token id in [0, vocab_size={vocab_size}), got "
+                             f"{padding_idx!r}")
         self.vocab_size, self.hidden_size, self.pooling = vocab_size, hidden_size, pooling
         self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=padding_idx)
         self.lstm = nn.LSTM(embed_size, hidden_size, batch_first=True, bidirectional=True)
@@ -96,18 +107,19 @@ class AttentionBiLSTM(nn.Module):
 
     def _lengths(self, tokens: torch.Tensor, lengths: torch.Tensor | None) -> torch.Tensor:
         """Check the inputs; the lengths as a CPU tensor (``pack_padded_sequence`` wants them there)."""
-        if (not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.is_floating_point()
+        if (not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.dtype not in EMBEDDING_INDEX_DTYPES
                 or tokens.numel() == 0):
             raise ValueError(f"AttentionBiLSTM expects token ids of shape (batch, steps), non-empty, with an "
-                             f"integer dtype, got {type(tokens).__name__} {tuple(getattr(tokens, 'shape', ()))} "
-                             f"{getattr(tokens, 'dtype', '')}")
+                             f"integer dtype (torch.int64 or torch.int32), got {type(tokens).__name__} "
+                             f"{tuple(getattr(tokens, 'shape', ()))} {getattr(tokens, 'dtype', '')}")
         batch, steps = tokens.shape
         low, high = int(tokens.min()), int(tokens.max())
         if low < 0 or high >= self.vocab_size:
             raise ValueError(f"token ids must lie in [0, {self.vocab_size}), got {low}..{high}")
         if lengths is None:
             return torch.full((batch,), steps, dtype=torch.long)
-        if not isinstance(lengths, torch.Tensor) or lengths.shape != (batch,) or lengths.is_floating_point():
+        if not isinstance(lengths, torch.Tensor) or lengths.shape != (batch,) or lengths.is_floating_point() \
+                or lengths.dtype == torch.bool:
             raise ValueError(f"lengths must be an integer tensor of shape ({batch},), got {type(lengths).__name__} "
                              f"{tuple(getattr(lengths, 'shape', ()))} {getattr(lengths, 'dtype', '')}")
         lengths = lengths.detach().cpu().long()

@@ -16,9 +16,11 @@ distance       -|q - W_a k|^2                         chapter 2's Gaussian kerne
 neg_sq_dist    -|q - k|^2                             chapter 1's soft lookup
 =============  =====================================  ==================================
 
-Learned maps (``W_q``, ``v_a``, ...) are passed as callables, e.g. ``nn.Linear`` modules, so the
-same functions serve the layers in :mod:`attn_utils.attention` and from-scratch code. The layers are
-listed by name in ``attention.SCORES``, the one registry of scores.
+Queries and keys are floating-point tensors of one dtype with the same leading dimensions
+(``checks.check_queries_keys``); a matrix ``W_a`` is a tensor of their dtype; numbers (``scale``,
+``beta``, ``eps``) are finite. Learned maps (``W_q``, ``v_a``, ...) are passed as callables, e.g.
+``nn.Linear`` modules, so the same functions serve the layers in :mod:`attn_utils.attention` and
+from-scratch code. The layers are listed by name in ``attention.SCORES``, the one registry of scores.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from collections.abc import Callable
 
 import torch
 
-from .checks import check_queries_keys
+from .checks import autocast_on, check_non_negative_int, check_queries_keys, is_finite_number
 
 Map = Callable[[torch.Tensor], torch.Tensor]
 
@@ -37,9 +39,26 @@ def _shape(t: torch.Tensor) -> tuple:
     return tuple(t.shape)
 
 
+def _check_number(name: str, value, what: str, tensor_ok: bool = True) -> None:
+    """``value`` must be a finite number (not a bool) or, with ``tensor_ok``, a tensor (its values unread)."""
+    if not (tensor_ok and isinstance(value, torch.Tensor)) and not is_finite_number(value):
+        raise ValueError(f"{name} must be {what}, got {type(value).__name__} {value!r}")
+
+
+def _check_matrix(W_a, queries: torch.Tensor) -> None:
+    """``W_a`` must be a tensor in the queries' dtype (outside autocast, which casts)."""
+    if not isinstance(W_a, torch.Tensor):
+        raise ValueError(f"W_a must be a tensor (query_size, key_size), got {type(W_a).__name__}")
+    if W_a.dtype != queries.dtype and not autocast_on(queries.device.type):
+        raise ValueError(f"W_a ({W_a.dtype}) must have the dtype of the queries and keys ({queries.dtype})")
+
+
 def dot_score(queries: torch.Tensor, keys: torch.Tensor, scale: float | None = None) -> torch.Tensor:
-    """``scale * q . k``. ``scale=None`` means ``1/sqrt(d)`` (scaled dot product); ``scale=1`` is Luong's dot."""
+    """``scale * q . k``. ``scale=None`` means ``1/sqrt(d)`` (scaled dot product); ``scale=1`` is Luong's dot.
+    ``scale`` is otherwise a finite number (or a tensor that broadcasts to the scores)."""
     check_queries_keys(queries, keys, same_size=True, what="dot-product scoring")
+    if scale is not None:
+        _check_number("scale", scale, "None (1/sqrt(d)) or a finite number")
     if scale is None:
         scale = 1.0 / math.sqrt(queries.shape[-1]) if queries.shape[-1] else 1.0  # d = 0: every score is 0
     return (queries @ keys.transpose(-2, -1)) * scale  # (..., Q, d) @ (..., d, K) -> (..., Q, K)
@@ -48,7 +67,8 @@ def dot_score(queries: torch.Tensor, keys: torch.Tensor, scale: float | None = N
 def additive_score(queries: torch.Tensor, keys: torch.Tensor, W_q: Map, W_k: Map, w_v: Map) -> torch.Tensor:
     """Bahdanau's ``w_v^T tanh(W_q q + W_k k)``: a one-hidden-layer network on each (query, key) pair.
 
-    ``W_q`` maps queries and ``W_k`` maps keys to the same hidden size h; ``w_v`` maps h to 1.
+    ``W_q`` maps queries and ``W_k`` maps keys to the same hidden size h; ``w_v`` maps h to 1 (callables,
+    e.g. ``nn.Linear`` modules).
     """
     check_queries_keys(queries, keys)
     q, k = W_q(queries), W_k(keys)  # (..., Q, h), (..., K, h)
@@ -64,6 +84,7 @@ def additive_score(queries: torch.Tensor, keys: torch.Tensor, W_q: Map, W_k: Map
 def general_score(queries: torch.Tensor, keys: torch.Tensor, W_a: torch.Tensor) -> torch.Tensor:
     """Luong's general (bilinear) score ``q^T W_a k`` with a matrix ``W_a`` of shape (query_size, key_size)."""
     check_queries_keys(queries, keys)
+    _check_matrix(W_a, queries)
     expected = (queries.shape[-1], keys.shape[-1])
     if W_a.dim() != 2 or tuple(W_a.shape) != expected:
         raise ValueError(
@@ -88,9 +109,22 @@ def cosine_score(queries: torch.Tensor, keys: torch.Tensor, beta=1.0, eps: float
     """Graves et al.'s content-based score ``beta * cos(q, k)``.
 
     ``beta`` (the key strength, > 0 sharpens) is a number or a tensor broadcastable to the scores,
-    e.g. one strength per query (..., Q, 1). Vectors shorter than ``eps`` count as length ``eps``.
+    e.g. one strength per query (..., Q, 1). Vectors shorter than ``eps`` count as length ``eps``, a finite
+    number > 0 (with 0 a zero vector would give 0/0).
     """
     check_queries_keys(queries, keys, same_size=True, what="cosine scoring")
+    _check_number("beta", beta, "a finite number or a tensor broadcastable to the scores")
+    _check_number("eps", eps, "a finite number > 0", tensor_ok=False)
+    if eps <= 0:
+        raise ValueError(f"eps must be a finite number > 0, got {eps!r}")
+    if isinstance(beta, torch.Tensor):
+        score_shape = (*queries.shape[:-1], keys.shape[-2])
+        try:
+            fits = torch.broadcast_shapes(beta.shape, score_shape) == score_shape
+        except RuntimeError:
+            fits = False
+        if not fits:  # a larger beta would silently enlarge the scores
+            raise ValueError(f"beta of shape {tuple(beta.shape)} does not broadcast to the scores {score_shape}")
     q = queries / queries.norm(dim=-1, keepdim=True).clamp_min(eps)  # unit rows (..., Q, d)
     k = keys / keys.norm(dim=-1, keepdim=True).clamp_min(eps)  # unit rows (..., K, d)
     return beta * (q @ k.transpose(-2, -1))  # (..., Q, K)
@@ -99,8 +133,9 @@ def cosine_score(queries: torch.Tensor, keys: torch.Tensor, beta=1.0, eps: float
 def location_score(queries: torch.Tensor, num_keys: int, W_a: Map) -> torch.Tensor:
     """Luong's location-based score ``W_a q``: one score per key *position*, whatever the keys hold.
 
-    ``W_a`` maps a query to ``max_keys`` scores; the first ``num_keys`` are used.
+    ``W_a`` maps a query to ``max_keys`` scores; the first ``num_keys`` (an int >= 0) are used.
     """
+    check_non_negative_int("num_keys", num_keys)
     if not isinstance(queries, torch.Tensor):
         raise ValueError(f"queries must be a tensor, got {type(queries).__name__}")
     if queries.dim() < 2:
@@ -121,7 +156,7 @@ def distance_score(queries: torch.Tensor, keys: torch.Tensor, W_a: torch.Tensor)
     without a (..., Q, K, query_size) tensor of differences. Unlike the additive and concat scores
     without bias, it is even: ``s(-q, -k) = s(q, k)``.
     """
-    cross = general_score(queries, keys, W_a)  # checks the shapes; (..., Q, K)
+    cross = general_score(queries, keys, W_a)  # checks the shapes and W_a; (..., Q, K)
     mapped = keys @ W_a.transpose(0, 1)  # (..., K, dk) @ (dk, dq) -> (..., K, dq): W_a k for every key
     q_sq = queries.square().sum(-1, keepdim=True)  # (..., Q, 1)
     k_sq = mapped.square().sum(-1).unsqueeze(-2)  # (..., 1, K)

@@ -19,10 +19,13 @@ chapter read without the repository (Colab) says that it has no stored run inste
 from __future__ import annotations
 
 import json
+import numbers
+import os
 import statistics
 import urllib.request
 from pathlib import Path
 
+from .checks import check_non_negative_int
 from .metrics import paired_bleu_by_length, paired_bootstrap_bleu, spread
 
 RESULTS_FILE = "translators_cpu.json"
@@ -37,7 +40,12 @@ CURVE_FIELDS = ("steps", "seconds", "val_bleu")
 
 
 def find_results_file(name: str = RESULTS_FILE, start: str | Path | None = None) -> Path | None:
-    """``benchmarks/results/<name>`` in ``start`` (default: the working directory) or a parent, or None."""
+    """``benchmarks/results/<name>`` in ``start`` (default: the working directory) or a parent, or None. ``name``
+    is a file name, ``start`` a string or a path."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must be a file name (a non-empty string), got {name!r:.60}")
+    if start is not None and not isinstance(start, (str, os.PathLike)):
+        raise ValueError(f"start must be a string, a path or None, got {type(start).__name__}")
     start = Path.cwd() if start is None else Path(start)
     for folder in [start, *start.parents]:
         candidate = folder / "benchmarks" / "results" / name
@@ -50,6 +58,8 @@ def load_stored_run(name: str, start: str | Path | None = None) -> dict | None:
     """The stored benchmark run ``benchmarks/results/<name>.json`` (``name`` with or without ``.json``) found in
     ``start`` (default: the working directory) or a parent, as a dict; None where there is no such file.
     A file that is not a JSON object raises a ``ValueError`` naming it."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must be the name of a stored run (a non-empty string), got {name!r:.60}")
     filename = name if name.endswith(".json") else f"{name}.json"
     path = find_results_file(filename, start)
     if path is None:
@@ -98,13 +108,21 @@ def check_translator_results(record: dict, origin: str = "the record") -> None:
     if not isinstance(record["runs"], list) or not record["runs"]:
         raise ValueError(f"{origin}: 'runs' must be a non-empty list of runs")
     for k, run in enumerate(record["runs"]):
+        if not isinstance(run, dict):
+            raise ValueError(f"{origin}: run {k} must be a JSON object, got {type(run).__name__}")
         missing = [f for f in RUN_FIELDS if f not in run]
         if missing:
             raise ValueError(f"{origin}: run {k} ({run.get('model')!r}) lacks {missing}")
         if run["model"] not in record["recipes"]:
             raise ValueError(f"{origin}: run {k} is of {run['model']!r}, which has no recipe")
+        bad = [f for f in ("bleu", "bleu_low", "bleu_high", "multi_bleu", "train_seconds")
+               if isinstance(run[f], bool) or not isinstance(run[f], numbers.Real)]
+        if bad:
+            raise ValueError(f"{origin}: run {k} ({run['model']!r}) needs numbers in {bad}, got "
+                             f"{[run[f] for f in bad]}")
         curve = run["curve"]
-        if any(f not in curve for f in CURVE_FIELDS) or len({len(curve[f]) for f in CURVE_FIELDS}) != 1:
+        if not isinstance(curve, dict) or any(f not in curve for f in CURVE_FIELDS) or len(
+                {len(curve[f]) for f in CURVE_FIELDS}) != 1:
             raise ValueError(f"{origin}: run {k} ({run['model']!r}) needs a curve with equally long "
                              f"{list(CURVE_FIELDS)}")
         if not run["bleu_low"] <= run["bleu"] <= run["bleu_high"]:
@@ -119,11 +137,25 @@ def _spread(values: list[float]) -> dict:
     return spread(values)._asdict()  # {"mean", "min", "max"}
 
 
+def _check_record(record, models=None) -> None:
+    """Raise unless ``record`` looks like a stored comparison (a dict whose ``runs`` are dicts naming their model)
+    and ``models`` is None or a non-empty list of names: a string would be read letter by letter."""
+    if not isinstance(record, dict) or not isinstance(record.get("runs"), list) or not all(
+            isinstance(run, dict) and "model" in run for run in record["runs"]):
+        raise ValueError(f"record must be a stored comparison (load_translator_results), got "
+                         f"{type(record).__name__} {record!r:.60}")
+    if models is not None and (isinstance(models, str) or not isinstance(models, (list, tuple)) or not models
+                               or not all(isinstance(m, str) for m in models)):
+        raise ValueError(f"models must be a non-empty list of model names, or None for all, got {models!r:.60}")
+
+
 def summarize_runs(record: dict, models=None) -> list[dict]:
     """One row per model (in the order of ``models``, default: of the runs): the seeds, and mean / min / max
     over them of test BLEU (one reference), multi-reference BLEU, seconds of training and the alignment
     error rate of the same model trained on the grammar corpus (``None`` without attention); the mean
-    bootstrap interval; parameters."""
+    bootstrap interval; parameters. ``record`` comes from ``load_translator_results``; ``models`` is a list of
+    names or None."""
+    _check_record(record, models)
     runs = record["runs"]
     names = models or list(dict.fromkeys(run["model"] for run in runs))
     rows = []
@@ -149,6 +181,8 @@ def format_summary(rows: list[dict]) -> str:
     """The rows of ``summarize_runs`` as a fixed-width table: test BLEU as mean (min-max) over the seeds, the
     mean of the seeds' bootstrap 95 % intervals, multi-reference BLEU, AER as mean (min-max), parameters and
     seconds of training (mean)."""
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and "model" in r for r in rows):
+        raise ValueError(f"rows must be the list of summarize_runs, got {type(rows).__name__} {rows!r:.60}")
     width = max([15, *(len(r["model"]) for r in rows)])
     lines = [f"{'model':<{width}} {'seeds':>5} {'test BLEU (min-max)':>19} {'95% interval':>12} "
              f"{'multi-ref':>9} {'grammar AER (min-max)':>21} {'parameters':>10} {'seconds':>7}"]
@@ -175,6 +209,7 @@ def summarize_by_length(record: dict, models=None) -> list[dict]:
     """One row per model and length bucket of the test set: ``{"model", "bucket", "pairs", "bleu"}`` with
     ``bleu`` the mean / min / max over the seeds, and ``"interval"``, the mean of the seeds' bootstrap 95 %
     intervals (``by_length`` of each run)."""
+    _check_record(record, models)
     names = models or list(dict.fromkeys(run["model"] for run in record["runs"]))
     rows = []
     for name in names:
@@ -209,7 +244,8 @@ def compare_stored(record: dict, model_a: str, model_b: str, num_samples: int = 
     """``model_a`` against ``model_b`` on the stored test set, each the mean BLEU of its seeds: paired bootstrap
     resampling of the stored translations (``metrics.paired_bootstrap_bleu``) over the whole test set (bucket
     ``"all"``) and within each length bucket. One dict per row: ``{"bucket", "pairs", "difference", "low",
-    "high", "a_wins"}`` (difference = BLEU of A minus B)."""
+    "high", "a_wins"}`` (difference = BLEU of A minus B). ``num_samples`` is a positive int, ``seed`` an int."""
+    _check_record(record, [model_a, model_b])
     if "test_set" not in record:
         raise ValueError("the stored comparison holds no test set ('test_set'): rerun "
                          "benchmarks/compare_translators.py")
@@ -225,11 +261,22 @@ def compare_stored(record: dict, model_a: str, model_b: str, num_samples: int = 
 def format_variants(runs: dict, metric: str, digits: int) -> str:
     """A stored run of variants (``{variant: [{"seed", metric, ...}, ...]}``, the first variant the reference, as
     ``benchmarks/lm_choices.py`` stores them) as lines: each variant's ``metric`` as mean (range) over its seeds,
-    and, after the first, its seed-by-seed difference from the first, mean (range)."""
+    and, after the first, its seed-by-seed difference from the first, mean (range). Every variant has the same
+    seeds in the same order; ``digits`` is an int >= 0."""
+    check_non_negative_int("digits", digits)
+    if not isinstance(runs, dict) or not runs or not all(
+            isinstance(rows, list) and rows and all(isinstance(r, dict) and metric in r for r in rows)
+            for rows in runs.values()):
+        raise ValueError(f"runs must be a non-empty dict {{variant: [{{'seed': ..., {metric!r}: ...}}, ...]}}, every "
+                         f"row holding {metric!r}, got {runs!r:.80}")
     reference_name = next(iter(runs))
     reference = [r[metric] for r in runs[reference_name]]
+    seeds = [r.get("seed") for r in runs[reference_name]]
     lines = []
     for name, rows in runs.items():
+        if [r.get("seed") for r in rows] != seeds:  # a difference of two seeds' runs would mean nothing
+            raise ValueError(f"every variant needs the seeds of {reference_name!r} in the same order, {seeds}; "
+                             f"{name!r} has {[r.get('seed') for r in rows]}")
         values = [r[metric] for r in rows]
         line = f"  {name:<42} {spread(values):.{digits}f}"
         if name != reference_name:
@@ -245,6 +292,7 @@ def plot_curves(record: dict, models=None, x: str = "steps", ax=None):
 
     if x not in ("steps", "seconds"):
         raise ValueError(f"x must be 'steps' or 'seconds', got {x!r}")
+    _check_record(record, models)
     if ax is None:
         _, ax = plt.subplots(figsize=(5, 3.2), layout="constrained")
     names = models or list(dict.fromkeys(run["model"] for run in record["runs"]))

@@ -23,6 +23,8 @@ from collections.abc import Iterable, Iterator
 
 import torch
 
+from .checks import check_device
+
 #: relative tolerance per precision; the absolute one is ``rtol * scale``. float32's is about 840 units
 #: of its rounding (2^-23): sums of a few hundred terms in any order stay well inside it, while
 #: a wrong formula (a missing scale, a mask off by one) is off by far more. TF32 and float16 round every
@@ -58,14 +60,18 @@ def tf32_enabled() -> bool:
 def precision(dtype: torch.dtype, device: torch.device | str = "cpu") -> str:
     """The precision float arithmetic in ``dtype`` on ``device`` really runs in: a key of ``RTOL``.
 
-    Integer and boolean dtypes have none: they raise ``ValueError`` (compare them exactly).
+    Integer and boolean dtypes have none: they raise ``ValueError`` (compare them exactly). ``device``: a device
+    or its name.
     """
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"dtype must be a torch.dtype, got {type(dtype).__name__} {dtype!r:.40}")
+    device = check_device("device", device)
     if not dtype.is_floating_point:
         raise ValueError(f"{dtype} is not a floating-point dtype: compare such tensors exactly")
     name = str(dtype).replace("torch.", "")
     if name == "half":
         name = "float16"
-    if name == "float32" and torch.device(device).type == "cuda" and tf32_enabled():
+    if name == "float32" and device.type == "cuda" and tf32_enabled():
         return "tf32"
     if name not in RTOL:
         raise ValueError(f"no tolerance for dtype {dtype}; known: {', '.join(RTOL)}")
@@ -75,7 +81,9 @@ def precision(dtype: torch.dtype, device: torch.device | str = "cpu") -> str:
 def tolerance(dtype: torch.dtype, device: torch.device | str = "cpu", scale: float = 1.0) -> dict:
     """``{"atol": ..., "rtol": ...}`` for results in ``dtype`` computed on ``device`` from values of
     magnitude up to ``scale`` (taken as at least 1); pass it to ``torch.allclose`` or
-    ``torch.testing.assert_close``."""
+    ``torch.testing.assert_close``. ``scale`` is a number (or a one-element tensor), not a bool or a string."""
+    if isinstance(scale, (bool, str, bytes)) or scale is None:
+        raise ValueError(f"scale must be a finite magnitude >= 0, got {scale!r}")
     scale = float(scale)
     if not scale >= 0 or scale == float("inf"):
         raise ValueError(f"scale must be a finite magnitude >= 0, got {scale!r}")
@@ -84,13 +92,18 @@ def tolerance(dtype: torch.dtype, device: torch.device | str = "cpu", scale: flo
 
 
 def least_precise(dtypes: Iterable[torch.dtype]) -> torch.dtype:
-    """The floating-point dtype with the fewest mantissa bits among ``dtypes`` (float32 if none is)."""
+    """The floating-point dtype with the fewest mantissa bits among ``dtypes`` (torch dtypes; float32 if none is
+    floating-point)."""
+    dtypes = list(dtypes)
+    if not all(isinstance(d, torch.dtype) for d in dtypes):
+        raise ValueError(f"dtypes must be torch dtypes, got {dtypes!r:.80}")
     floats = [d for d in dtypes if d.is_floating_point]
     return max(floats, key=lambda d: torch.finfo(d).eps, default=torch.float32)
 
 
 def magnitude(*tensors) -> float:
-    """The largest finite absolute value among the floating-point tensors given (0.0 if none)."""
+    """The largest finite absolute value among the floating-point tensors given (0.0 if none; other arguments
+    are ignored)."""
     largest = 0.0
     for t in tensors:
         if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel():
@@ -106,9 +119,12 @@ def assert_close(actual: torch.Tensor, expected: torch.Tensor, scale: float | No
 
     The precision is that of the less precise of the two tensors on ``device`` (default: the device
     ``actual`` was computed on); ``scale`` defaults to the largest magnitude of ``expected``. Both are
-    compared in float64 on the CPU, so ``expected`` may be a CPU reference of another dtype.
+    compared in float64 on the CPU, so ``expected`` may be a CPU reference of another dtype. Both are tensors.
     """
-    device = actual.device if device is None else torch.device(device)
+    for name, t in (("actual", actual), ("expected", expected)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a tensor, got {type(t).__name__}")
+    device = actual.device if device is None else check_device("device", device)
     dtype = least_precise((actual.dtype, expected.dtype))
     scale = magnitude(expected) if scale is None else scale
     torch.testing.assert_close(actual.detach().cpu().double(), expected.detach().cpu().double(),

@@ -14,7 +14,11 @@ same things the same way (``max_steps``, ``time_budget``, ``lr``, ``warmup``, ``
   on several;
 * ``train_language_model`` (chapter 11): a language model on the batches of a ``batch_loss``;
   ``train_causal_text_lm`` and ``train_masked_text_lm`` are section 11.1's two recipes with it, on
-  random windows of a token stream (the section and ``benchmarks/lm_choices.py`` train with them).
+  random windows of a token stream (the section and ``benchmarks/lm_choices.py`` train with them);
+  ``train_copying_lm`` is section 11.4's, on fresh sequences of the copying task
+  (``induction.repeated_segments``; the section and ``benchmarks/induction_runs.py`` train with it);
+  ``train_previous_token_lm`` is section 11.3's, on random tokens whose target is the token before
+  (the section and ``benchmarks/bench_modern_attention.py --extrapolation`` train with it).
 """
 
 from __future__ import annotations
@@ -25,13 +29,15 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .checks import check_labelled_inputs, check_positive_int
+from .checks import check_bool, check_labelled_inputs, check_positive_int
 from .data.windows import random_windows
 from .device import model_device, set_seed
-from .evaluate import accuracy, evaluate_bleu
+from .evaluate import accuracy, evaluate_bleu, predict
+from .induction import repeated_segments
 from .kernel_regression import NWKernelRegression, leave_one_out_mask
 from .language_models import mask_tokens
 from .losses import IGNORE_INDEX, causal_lm_loss, classifier_loss, masked_lm_loss, sequence_loss
+from .metrics import evidence_hit_rate
 from .training_loop import DIVERGENCE_FACTOR, History, describe_budget, fit
 
 # ---------------------------------------------------------------------------------------------
@@ -45,9 +51,21 @@ def train_nw(model: NWKernelRegression, x: torch.Tensor, y: torch.Tensor, max_st
     on the MSE; return the ``History``.
 
     The model is moved to the device and dtype of ``x`` first. Trained with ``fit`` (plain SGD,
-    constant learning rate, no clipping). With ``leave_one_out`` each example is predicted from the
-    others only.
+    constant learning rate, no clipping). With ``leave_one_out`` (a bool) each example is predicted from
+    the others only. ``x`` and ``y`` are floating-point tensors ``(n,)`` of one dtype, with ``n >= 1`` (``n >=
+    2`` with ``leave_one_out``, so that every example has another to be predicted from).
     """
+    if not isinstance(x, torch.Tensor) or x.dim() != 1 or not x.is_floating_point():
+        raise ValueError(f"x must be a floating-point tensor of inputs (n,), got "
+                         f"{tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__} "
+                         f"{getattr(x, 'dtype', '')}")
+    if not isinstance(y, torch.Tensor) or y.shape != x.shape or y.dtype != x.dtype:
+        raise ValueError(f"y must be a tensor of targets of x's shape {tuple(x.shape)} and dtype {x.dtype}, got "
+                         f"{tuple(getattr(y, 'shape', ()))} {getattr(y, 'dtype', type(y).__name__)}")
+    check_bool("leave_one_out", leave_one_out)
+    if len(x) < (2 if leave_one_out else 1):
+        raise ValueError(f"train_nw needs at least {2 if leave_one_out else 1} examples"
+                         f"{' with leave_one_out' if leave_one_out else ''}, got {len(x)}")
     model.to(device=x.device, dtype=x.dtype)
     mask = leave_one_out_mask(len(x), x.device) if leave_one_out else None
 
@@ -177,7 +195,7 @@ def train_classifier(model: nn.Module, inputs: Sequence[torch.Tensor], labels: t
                      max_steps: int | None = None, time_budget: float | None = None, batch_size: int = 64,
                      lr: float = 1e-3, warmup: int = 0, weight_decay: float = 0.0, clip: float | None = 5.0,
                      val: tuple[Sequence[torch.Tensor], torch.Tensor] | None = None, eval_every: int = 50,
-                     seed: int = 0, progress: bool = True) -> History:
+                     val_evidence: torch.Tensor | None = None, seed: int = 0, progress: bool = True) -> History:
     """Train ``model`` with ``fit`` (Adam, constant learning rate after ``warmup``) on minibatches drawn
     without replacement (reshuffled each epoch); return the ``History``.
 
@@ -187,7 +205,10 @@ def train_classifier(model: nn.Module, inputs: Sequence[torch.Tensor], labels: t
     model's device batch by batch), ``labels`` the class indices. Each step records the cross-entropy
     as its loss and the batch accuracy (``history.metrics["accuracy"]``). ``val = (val_inputs,
     val_labels)`` is scored every ``eval_every`` steps and after the last
-    (``history.evals["val_accuracy"]``). The order of the batches depends only on ``seed``.
+    (``history.evals["val_accuracy"]``). With ``val_evidence`` ``(n_val,)``, the position that decides
+    each validation label, each evaluation also records ``metrics.evidence_hit_rate`` of the same
+    pass (``history.evals["val_hit_rate"]``); it changes nothing in the training. The order of the
+    batches depends only on ``seed``.
     """
     inputs = tuple(inputs)
     check_labelled_inputs(inputs, labels)
@@ -200,6 +221,11 @@ def train_classifier(model: nn.Module, inputs: Sequence[torch.Tensor], labels: t
         check_labelled_inputs(tuple(val[0]), val[1])
         if val[1].shape[0] == 0:
             raise ValueError("val's labels are empty: validation accuracy needs at least one example; pass val=None")
+    if val_evidence is not None and (val is None or not isinstance(val_evidence, torch.Tensor)
+                                     or val_evidence.shape != val[1].shape):
+        raise ValueError(f"val_evidence must be a tensor with one position per validation label "
+                         f"{'(no val given)' if val is None else tuple(val[1].shape)}, got "
+                         f"{tuple(val_evidence.shape) if isinstance(val_evidence, torch.Tensor) else val_evidence!r}")
     device = model_device(model)
     generator = torch.Generator().manual_seed(seed)
     num = labels.shape[0]
@@ -215,9 +241,19 @@ def train_classifier(model: nn.Module, inputs: Sequence[torch.Tensor], labels: t
         objective, cross_entropy, logits = classifier_loss(model, [x[idx].to(device) for x in inputs], y)
         return objective, {"loss": cross_entropy.detach(), "accuracy": (logits.argmax(-1) == y).float().mean()}
 
-    evaluate = (lambda m: {"val_accuracy": accuracy(m, *val)}) if val is not None else None
+    def evaluate(trained):
+        if val_evidence is None:
+            return {"val_accuracy": accuracy(trained, *val)}
+        predictions, weights = predict(trained, tuple(val[0]))
+        if weights is None:
+            raise ValueError(f"val_evidence needs a model that keeps attention_weights; "
+                             f"{type(trained).__name__} keeps none")
+        return {"val_accuracy": float((predictions == val[1].cpu()).float().mean()),
+                "val_hit_rate": evidence_hit_rate(weights, val_evidence)}
+
     return fit(model, step_loss, max_steps=max_steps, time_budget=time_budget, lr=lr, warmup=warmup,
-               schedule="constant", clip=clip, weight_decay=weight_decay, evaluate=evaluate,
+               schedule="constant", clip=clip, weight_decay=weight_decay,
+               evaluate=evaluate if val is not None else None,
                eval_every=eval_every if val is not None else None, progress=progress)
 
 
@@ -330,3 +366,49 @@ def train_masked_text_lm(model: nn.Module, stream: torch.Tensor, *, context: int
         return masked_lm_loss(model(inputs, predict_at=labels != IGNORE_INDEX), labels)
 
     return train_language_model(model, step_loss, max_steps=max_steps, **_text_lm_options(lr, warmup, weight_decay))
+
+
+def train_copying_lm(model: nn.Module, *, max_steps: int, seed: int, vocab_size: int, length: int,
+                     min_segment: int, max_segment: int, batch_size: int = 64, lr: float = 3e-3, warmup: int = 100,
+                     evaluate=None, eval_every: int | None = None) -> History:
+    """Section 11.4's recipe: train a ``CausalLanguageModel`` on ``batch_size`` fresh sequences of the copying
+    task per step (``induction.repeated_segments(batch_size, length, vocab_size, min_segment, max_segment)``,
+    drawn with one generator seeded by ``seed``), every position predicting the next token (the mean
+    cross-entropy over all of them, most of them unpredictable). The optimiser is ``train_language_model``'s
+    (Adam, betas 0.9 and 0.98, warm-up over ``warmup`` steps, linear decay, clipping at norm 1); ``evaluate``
+    and ``eval_every`` go to ``fit`` (e.g. ``evaluate.copy_scores`` on held-out sequences). Returns the
+    ``History``; the model ends in eval mode."""
+    device = model_device(model)
+    draws = torch.Generator().manual_seed(seed)
+
+    def step_loss(model, step):
+        tokens = repeated_segments(batch_size, length, vocab_size, min_segment, max_segment,
+                                   generator=draws).tokens.to(device)
+        logits, _ = model(tokens[:, :-1])  # (batch, length - 1, vocab): every position predicts the next token
+        return nn.functional.cross_entropy(logits.reshape(-1, vocab_size), tokens[:, 1:].reshape(-1))
+
+    return train_language_model(model, step_loss, max_steps=max_steps, lr=lr, warmup=warmup, evaluate=evaluate,
+                                eval_every=eval_every, progress=False)
+
+
+def train_previous_token_lm(model: nn.Module, *, max_steps: int, seed: int, vocab_size: int, length: int,
+                            batch_size: int = 64, lr: float = 3e-3, warmup: int = 50) -> History:
+    """Section 11.3's recipe (chapter 8's task): train a ``CausalLanguageModel`` on ``batch_size`` fresh
+    sequences of ``length`` random tokens (``torch.randint(vocab_size, ...)`` with one generator seeded by
+    ``seed``) per step; at every position but the first the target is the token one position *earlier*,
+    which only positions can find. The mean cross-entropy over those positions, ``fit``'s Adam with
+    warm-up over ``warmup`` steps, linear decay and clipping at norm 1. ``evaluate.previous_token_accuracy``
+    scores the result. Returns the ``History``; the model ends in eval mode."""
+    for name, value in (("max_steps", max_steps), ("vocab_size", vocab_size), ("batch_size", batch_size)):
+        check_positive_int(name, value)
+    if not isinstance(length, int) or isinstance(length, bool) or length < 2:
+        raise ValueError(f"length must be an int >= 2 (a position and the one before it), got {length!r}")
+    device = model_device(model)
+    draws = torch.Generator().manual_seed(seed)
+
+    def step_loss(model, step):
+        tokens = torch.randint(vocab_size, (batch_size, length), generator=draws).to(device)
+        logits, _ = model(tokens)  # (batch, length, vocab)
+        return nn.functional.cross_entropy(logits[:, 1:].reshape(-1, vocab_size), tokens[:, :-1].reshape(-1))
+
+    return fit(model, step_loss, max_steps=max_steps, lr=lr, warmup=warmup, progress=False)

@@ -29,7 +29,15 @@ import torch
 from torch import nn
 
 from .causal_attention import causal_self_attention, check_position_scheme, self_attention_context
-from .checks import autocast_on, check_positive_int, check_probability, check_token_ids, check_tokens
+from .checks import (
+    autocast_on,
+    check_bool,
+    check_positive_int,
+    check_probability,
+    check_token_ids,
+    check_tokens,
+    check_weights_dtype,
+)
 from .device import model_device
 from .kv_cache import KVCache
 from .multihead import MultiHeadAttention
@@ -44,7 +52,8 @@ class PositionWiseFFN(nn.Module):
     """d2l's ``PositionWiseFFN``: ``dense2(relu(dense1(X)))``, the same two-layer MLP at every position.
 
     ``activation="gelu"`` puts the GELU of GPT and BERT in place of the ReLU (the module keeps d2l's
-    attribute name ``relu`` either way, so state dicts stay interchangeable).
+    attribute name ``relu`` either way, so state dicts stay interchangeable). Sizes are positive ints;
+    ``forward(X)`` takes ``(..., ffn_num_inputs)`` in the dtype of the weights and returns ``(..., ffn_num_outputs)``.
     """
 
     def __init__(self, ffn_num_hiddens: int, ffn_num_outputs: int, ffn_num_inputs: int | None = None, *,
@@ -61,6 +70,10 @@ class PositionWiseFFN(nn.Module):
         self.dense2 = nn.Linear(ffn_num_hiddens, ffn_num_outputs)
 
     def forward(self, X):
+        if not isinstance(X, torch.Tensor) or X.dim() < 1 or X.shape[-1] != self.dense1.in_features:
+            got = tuple(X.shape) if isinstance(X, torch.Tensor) else type(X).__name__
+            raise ValueError(f"PositionWiseFFN expects inputs (..., {self.dense1.in_features}), got {got}")
+        check_weights_dtype(self, X, "PositionWiseFFN")
         return self.dense2(self.relu(self.dense1(X)))
 
 
@@ -69,19 +82,43 @@ class AddNorm(nn.Module):
 
     ``residual(X, sublayer, norm_first)`` applies a sublayer with this residual connection, either
     post-norm (the same as ``forward(X, sublayer(X))``) or pre-norm ``X + dropout(sublayer(LN(X)))``.
+    ``norm_shape`` is a positive int (or a tuple of them), the trailing shape of ``X``; ``X`` and ``Y`` (and a
+    sublayer's output) have one shape and the dtype of the layer norm; ``dropout`` is in ``[0, 1)``.
     """
 
     def __init__(self, norm_shape, dropout: float):
         super().__init__()
+        for size in (norm_shape if isinstance(norm_shape, (tuple, list, torch.Size)) else (norm_shape,)):
+            check_positive_int("norm_shape", size, hint="(or a tuple of them)")
         self.dropout = nn.Dropout(check_probability("dropout", dropout))
         self.ln = nn.LayerNorm(norm_shape)
 
+    def _check(self, X, Y, what: str) -> None:
+        """``X`` and ``Y`` must be tensors of one shape ending in ``norm_shape`` (a sublayer that changed the
+        shape would otherwise broadcast, or fail inside the layer norm)."""
+        norm = tuple(self.ln.normalized_shape)
+        for name, T in (("X", X), (what, Y)):
+            if not isinstance(T, torch.Tensor) or tuple(T.shape[len(T.shape) - len(norm):]) != norm:
+                got = tuple(T.shape) if isinstance(T, torch.Tensor) else type(T).__name__
+                raise ValueError(f"AddNorm expects {name} of shape (..., {', '.join(map(str, norm))}), got {got}")
+        if X.shape != Y.shape:
+            raise ValueError(f"AddNorm adds X and {what}, which must have one shape; got {tuple(X.shape)} and "
+                             f"{tuple(Y.shape)}")
+        if not autocast_on(X.device.type):  # (autocast runs the layer norm in float32 whatever comes)
+            check_weights_dtype(self, X, "AddNorm")
+            if Y.dtype != X.dtype:
+                raise ValueError(f"AddNorm adds X ({X.dtype}) and {what} ({Y.dtype}), which must have one dtype")
+
     def forward(self, X, Y):
+        self._check(X, Y, "Y")
         return self.ln(self.dropout(Y) + X)
 
     def residual(self, X, sublayer, norm_first: bool = False):
         if norm_first:
-            return X + self.dropout(sublayer(self.ln(X)))
+            self._check(X, X, "X")
+            Y = sublayer(self.ln(X))
+            self._check(X, Y, "the sublayer's output")
+            return X + self.dropout(Y)
         return self(X, sublayer(X))
 
 
@@ -105,7 +142,7 @@ class TransformerEncoderBlock(nn.Module):
                  position_scheme: str = "sinusoidal"):
         super().__init__()
         check_position_scheme(position_scheme)
-        self.norm_first, self.position_scheme = norm_first, position_scheme
+        self.norm_first, self.position_scheme = check_bool("norm_first", norm_first), position_scheme
         self.attention = MultiHeadAttention(num_hiddens, num_heads, dropout, use_bias)
         self.addnorm1 = AddNorm(num_hiddens, dropout)
         self.ffn = PositionWiseFFN(ffn_num_hiddens, num_hiddens, activation=activation)
@@ -150,8 +187,8 @@ class TransformerDecoderBlock(nn.Module):
                  num_kv_heads: int | None = None):
         super().__init__()
         check_position_scheme(position_scheme, window)
-        self.norm_first = norm_first
-        self.cross_attention = cross_attention
+        self.norm_first = check_bool("norm_first", norm_first)
+        self.cross_attention = check_bool("cross_attention", cross_attention)
         self.position_scheme, self.window = position_scheme, window
         self.attention1 = MultiHeadAttention(num_hiddens, num_heads, dropout, use_bias, num_kv_heads=num_kv_heads)
         self.addnorm1 = AddNorm(num_hiddens, dropout)
@@ -197,7 +234,10 @@ def build_stack(block: type, vocab_size: int, num_hiddens: int, ffn_num_hiddens:
     """What the encoder, the decoder and the language models share: token embeddings, positions
     (``position_scheme``, one of ``ADDED_POSITIONS``' keys, also handed to each block), ``num_blks``
     blocks (``blks.block0``, ... as d2l names them; ``block_kwargs`` go to each block) and, for
-    pre-norm, the final layer norm (``nn.Identity`` for post-norm). Every size must be a positive int."""
+    pre-norm, the final layer norm (``nn.Identity`` for post-norm). Every size must be a positive int,
+    ``use_bias`` and ``norm_first`` ``True`` or ``False``, ``dropout`` in ``[0, 1)``."""
+    check_bool("use_bias", use_bias)
+    check_bool("norm_first", norm_first)
     for name, size in (("vocab_size", vocab_size), ("num_hiddens", num_hiddens), ("ffn_num_hiddens", ffn_num_hiddens),
                        ("num_heads", num_heads), ("num_blks", num_blks), ("max_len", max_len)):
         check_positive_int(name, size)
@@ -302,7 +342,8 @@ def decode_with_cache(stack: nn.Module, X: torch.Tensor, cache: KVCache):
 class TransformerEncoder(Encoder):
     """d2l's ``TransformerEncoder``: embeddings scaled by sqrt(d), positions added, ``num_blks`` blocks.
 
-    ``forward(X, valid_lens=None)`` returns ``(batch, steps, num_hiddens)``; afterwards
+    ``forward(X, valid_lens=None)`` takes token ids ``(batch, steps)`` in ``[0, vocab_size)`` (int64 or
+    int32) and lengths ``(batch,)`` in ``0 .. steps``, and returns ``(batch, steps, num_hiddens)``; afterwards
     ``attention_weights`` lists each block's ``(batch, heads, steps, steps)`` self-attention weights.
     ``position_scheme``: ``"sinusoidal"`` (the paper's), ``"learned"``, ``"rotary"`` or ``"alibi"``
     (symmetric, as an encoder looks both ways).
@@ -324,7 +365,7 @@ class TransformerEncoder(Encoder):
     def forward(self, X, valid_lens=None, *args):
         check_tokens(X, "the encoder's input X")
         if valid_lens is not None:
-            source_lengths(valid_lens, X.shape[0], X.shape[1], X.device)  # checks the shape
+            source_lengths(valid_lens, X.shape[0], X.shape[1], X.device, read_values=False)  # the attention reads them
         X = embed_tokens(self, X)  # (batch, steps, d)
         context = None
         if self.position_scheme in ("rotary", "alibi"):  # once for every block
@@ -357,6 +398,7 @@ class TransformerDecoder(Decoder):
                  position_scheme: str = "sinusoidal", tie_embeddings: bool = False, window: int | None = None,
                  num_kv_heads: int | None = None):
         super().__init__()
+        check_bool("tie_embeddings", tie_embeddings)
         self.num_heads, self.num_hiddens = num_heads, num_hiddens
         self.num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         self.position_scheme, self.window = position_scheme, window
@@ -393,7 +435,8 @@ class TransformerDecoder(Decoder):
             raise ValueError(f"enc_outputs must have shape (batch, steps, {self.num_hiddens}), got {got}")
         batch = enc_outputs.shape[0]
         if src_valid_lens is not None:
-            src_valid_lens = source_lengths(src_valid_lens, batch, enc_outputs.shape[1], enc_outputs.device)
+            src_valid_lens = source_lengths(src_valid_lens, batch, enc_outputs.shape[1], enc_outputs.device,
+                                            read_values=False)  # integer lengths: read by the cross-attention
         cross = [blk.attention2.project_kv(enc_outputs, enc_outputs) for blk in self.blks]
         cross_k = torch.stack([k for k, _ in cross])  # (num_blks, batch, heads, S, dh)
         cross_v = torch.stack([v for _, v in cross])
@@ -424,7 +467,8 @@ def make_transformer(src_vocab_size: int, tgt_vocab_size: int, num_hiddens: int 
     ``init_transformer_weights`` initialises it; with ``tie_embeddings`` the output layer reuses the
     target embedding (Press and Wolf, 2017). ``position_scheme`` applies to both sides (rotary and
     ALiBi inside each self-attention); ``window`` (sliding-window attention) and ``num_kv_heads``
-    (grouped-query attention) to the decoder's self-attention.
+    (grouped-query attention) to the decoder's self-attention. Sizes are positive ints (``num_hiddens`` a
+    multiple of ``num_heads``), ``dropout`` is in ``[0, 1)``, the flags are ``True`` or ``False``.
     """
     check_positive_int("src_vocab_size", src_vocab_size)
     check_positive_int("tgt_vocab_size", tgt_vocab_size)
@@ -449,7 +493,8 @@ def make_transformer(src_vocab_size: int, tgt_vocab_size: int, num_hiddens: int 
 def transformer_attention(model, src, src_valid_lens, tgt_input) -> dict:
     """Every attention map of one teacher-forced pass, keyed ``"encoder self"``, ``"decoder self"``
     and ``"cross"``: tensors ``(num_blks, batch, heads, queries, keys)`` (the source's padded keys
-    get weight 0; causal weights above the diagonal are 0)."""
+    get weight 0; causal weights above the diagonal are 0). ``model`` is a Transformer translator
+    (``make_transformer``), the other arguments as its forward pass takes them."""
     model.eval()
     model(src, tgt_input, src_valid_lens)
     return {"encoder self": torch.stack(model.encoder.attention_weights),

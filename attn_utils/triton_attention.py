@@ -71,6 +71,7 @@ import types
 import torch
 
 from .checks import check_positive_int, checks_read_values
+from .fast_attention import as_lengths_tensor, check_attention_scale
 from .masking import check_length_values, lengths_as_row_shape, make_mask
 
 #: the largest head size ``d`` the kernels take (a block of queries and its output stay in registers)
@@ -501,8 +502,7 @@ def _lengths(valid_lens, score_shape: torch.Size, device: torch.device, what="tr
     """Valid lengths as int32 (batch, heads_q, n_q), with stride 0 along what they share; None for none."""
     if valid_lens is None:
         return None
-    if not isinstance(valid_lens, torch.Tensor):
-        valid_lens = torch.as_tensor(valid_lens)
+    valid_lens = as_lengths_tensor(valid_lens)
     if valid_lens.dtype == torch.bool:
         raise ValueError(f"{what} takes valid lengths (batch,), (batch, n_q) or the rows' shape "
                          f"{tuple(score_shape[:-1])}, not a boolean mask: use attn_utils.tiled_attention for those")
@@ -612,9 +612,12 @@ def triton_attention(queries, keys, values, valid_lens=None, *, causal: bool = F
     fewer heads than queries (grouped-query attention). ``block_size_q`` and ``block_size_k`` (powers of
     two, at least 16) replace the defaults of :func:`kernel_blocks`. Output in the inputs' dtype,
     log-sum-exp in float32. On the CPU it needs Triton's interpreter (:func:`set_interpreter_if_needed`).
+    Inputs: one dtype (float32, float16, or bfloat16 on a GPU), one device, ``d`` from 1 to 128, any strides;
+    ``scale`` ``None`` or a finite number; ``causal`` a bool.
     """
     what = "triton_attention"
     _check_inputs(queries, keys, values, what)
+    check_attention_scale(scale, what)
     if not isinstance(causal, bool):
         raise ValueError(f"{what}: causal must be True or False, got {type(causal).__name__} {causal!r}")
     for name, size in (("block_size_q", block_size_q), ("block_size_k", block_size_k)):

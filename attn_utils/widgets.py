@@ -37,11 +37,15 @@ def draw_lookup(query, keys, values, temperature=1.0, score="neg_sq_dist", key_l
     """Draw the soft lookup of one 2-D ``query`` among 2-D ``keys`` with scalar ``values``.
 
     Left panel: the keys, coloured and sized by their attention weight, the query as a star, and
-    the pooled value in the title. Right panel: the weights as bars. Returns the figure.
+    the pooled value in the title. Right panel: the weights as bars. Returns the figure. ``query`` is a
+    point ``(x, y)``, ``keys`` ``(num_keys, 2)``, ``values`` ``(num_keys,)``, ``temperature`` a number > 0.
     """
     keys = _as_points(keys)
     values = _on_cpu(values)
-    query = _on_cpu(query).reshape(1, 2)
+    query = _on_cpu(query)
+    if query.numel() != 2:
+        raise ValueError(f"query must be one point in the plane, (x, y); got shape {tuple(query.shape)}")
+    query = query.reshape(1, 2)
     output, weights = soft_lookup(query, keys, values, temperature=temperature, score=score)
     w = weights[0].numpy()
     labels = list(key_labels) if key_labels is not None else [str(i) for i in range(len(keys))]

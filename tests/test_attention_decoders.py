@@ -544,6 +544,33 @@ def test_alignment_error_needs_gold_alignments(grammar):
         alignment_error(make_bahdanau(5, 5, 4, 4), NoGold())
 
 
+def test_every_cross_attention_head_of_a_transformer_gets_its_own_alignment_error(grammar):
+    from attn_utils.transformer import make_transformer
+
+    V_src, V_tgt = len(grammar.src_vocab), len(grammar.tgt_vocab)
+    torch.manual_seed(0)
+    model = make_transformer(V_src, V_tgt, num_hiddens=16, ffn_num_hiddens=32, num_heads=4, num_blks=2).eval()
+    every = forced_attention(model, grammar, "test", heads=True)
+    mean = forced_attention(model, grammar, "test")
+    pairs = grammar.pairs("test")
+    for k in (0, 7):
+        T, S = len(pairs.tgt[k]) + 1, len(pairs.src[k]) + 1
+        assert every[k].shape == (2, 4, T, S) and mean[k].shape == (T, S)
+        assert_close(every[k][-1].mean(dim=0), mean[k])  # the decoder's attention_weights: last block, mean of heads
+        assert_close(every[k].sum(-1), torch.ones(2, 4, T))
+    rates = alignment_error(model, grammar, "test", heads=True)
+    assert rates.shape == (2, 4) and bool(((rates >= 0) & (rates <= 1)).all())
+    assert len(set(rates.flatten().tolist())) > 1  # the heads of a random model point at different words
+    # one head: its own rate is the model's rate
+    torch.manual_seed(0)
+    single = make_transformer(V_src, V_tgt, num_hiddens=16, ffn_num_hiddens=32, num_heads=1, num_blks=1).eval()
+    assert alignment_error(single, grammar, "test", heads=True).tolist() == [[alignment_error(single, grammar, "test")]]
+    with pytest.raises(ValueError, match="cross_attention_weights"):
+        alignment_error(make_bahdanau(V_src, V_tgt, 4, 4), grammar, "test", heads=True)
+    with pytest.raises(ValueError, match="heads"):
+        forced_attention(model, grammar, "test", heads="all")
+
+
 def test_compare_translators_rows(grammar):
     models, rows = compare_translators(grammar, names=["no attention", "Luong dot"], embed_size=8, num_hiddens=8,
                                        num_layers=1, max_steps=3, batch_size=16, progress=False)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..checks import check_positive_int
+from ..checks import check_positive_int, check_seed
 from .dates import generate_dates
 from .grammar import generate_grammar
 from .paths import repository_data_dir
@@ -39,16 +39,18 @@ BUNDLED = {
 
 
 def _spec(name: str) -> BundledCorpus:
-    if name not in BUNDLED:
+    if not isinstance(name, str) or name not in BUNDLED:
         raise ValueError(f"unknown bundled corpus {name!r}; expected one of {sorted(BUNDLED)}")
     return BUNDLED[name]
 
 
 def bundled_text(name: str, num_examples: int | None = None, seed: int | None = None) -> str:
-    """The snapshot's text, generated now (``num_examples``/``seed`` default to the snapshot's)."""
+    """The snapshot's text, generated now (``num_examples``/``seed``, ints, default to the snapshot's)."""
     spec = _spec(name)
     if num_examples is not None:
         check_positive_int("num_examples", num_examples, hint="or None (the snapshot's size)")
+    if seed is not None:
+        seed = check_seed("seed", seed)
     examples = spec.generate(spec.num_examples if num_examples is None else num_examples,
                              spec.seed if seed is None else seed)
     return "".join(f"{' '.join(en)}\t{' '.join(fr)}\t{format_alignment(links)}\n" for en, fr, links in examples)
@@ -56,10 +58,13 @@ def bundled_text(name: str, num_examples: int | None = None, seed: int | None = 
 
 def load_bundled(name: str, num_examples: int | None = None, seed: int | None = None) -> ParallelCorpus:
     """A bundled corpus with its alignments: the committed snapshot when it is there and the
-    defaults are asked for, otherwise generated (identically) in memory."""
+    defaults are asked for, otherwise generated (identically) in memory. ``num_examples`` a positive int,
+    ``seed`` an int (or None: the snapshot's)."""
     spec = _spec(name)
     if num_examples is not None:  # before the snapshot test below, where True would equal 1
         check_positive_int("num_examples", num_examples, hint="or None (the snapshot's size)")
+    if seed is not None:  # likewise: False would equal 0
+        seed = check_seed("seed", seed)
     data_dir = repository_data_dir()
     default = num_examples in (None, spec.num_examples) and seed in (None, spec.seed)
     if default and data_dir is not None and (data_dir / spec.filename).is_file():

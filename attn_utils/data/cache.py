@@ -24,7 +24,9 @@ class DownloadError(OSError):
 
 
 def sha1_of(path: str | os.PathLike) -> str:
-    """Hex SHA-1 of a file's bytes."""
+    """Hex SHA-1 of a file's bytes (``path``: a string or a path)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValueError(f"path must be a string or a path, got {type(path).__name__} {path!r:.40}")
     digest = hashlib.sha1()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(CHUNK), b""):
@@ -42,8 +44,18 @@ def download(url: str, sha1: str, cache_dir: str | os.PathLike | None = None, fi
     """Return the cached copy of ``url``, downloading it first if it is missing or its SHA-1 is wrong.
 
     Raises ``DownloadError`` when the file cannot be fetched or the downloaded bytes do not have
-    SHA-1 ``sha1``; in both cases nothing is left in the cache.
+    SHA-1 ``sha1``; in both cases nothing is left in the cache. ``url``, ``sha1`` and ``filename`` are
+    strings, ``cache_dir`` a string or a path, ``timeout`` seconds (a finite number > 0).
     """
+    for name, value in (("url", url), ("sha1", sha1)):
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"{name} must be a non-empty string, got {value!r:.60}")
+    if filename is not None and (not isinstance(filename, str) or not filename):
+        raise ValueError(f"filename must be a non-empty string or None, got {filename!r:.60}")
+    if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
+        raise ValueError(f"cache_dir must be a string, a path or None, got {type(cache_dir).__name__}")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
+        raise ValueError(f"timeout must be a finite number of seconds > 0, got {timeout!r}")
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     path = cache_dir / (filename or url.rsplit("/", 1)[-1])
     if path.is_file() and sha1_of(path) == sha1:

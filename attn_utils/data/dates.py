@@ -14,7 +14,7 @@ import datetime
 import random
 import re
 
-from ..checks import check_non_negative_int
+from ..checks import check_non_negative_int, check_seed
 
 MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september",
           "october", "november", "december"]
@@ -39,8 +39,11 @@ def _ordinal(day: int) -> str:
 
 
 def format_date(date: datetime.date, fmt: str):
-    """``(source_tokens, target_tokens, links)`` for ``date`` written in format ``fmt``."""
-    if fmt not in DATE_FORMATS:
+    """``(source_tokens, target_tokens, links)`` for ``date`` (a ``datetime.date`` from 1950-01-01 to 2049-12-31,
+    where two-digit years are unambiguous) written in format ``fmt``."""
+    if not isinstance(date, datetime.date) or not FIRST_DAY <= date <= LAST_DAY:
+        raise ValueError(f"date must be a datetime.date from {FIRST_DAY} to {LAST_DAY}, got {date!r}")
+    if not isinstance(fmt, str) or fmt not in DATE_FORMATS:
         raise ValueError(f"unknown date format {fmt!r}; expected one of {sorted(DATE_FORMATS)}")
     values = {
         "month": MONTHS[date.month - 1], "mon": MONTHS_SHORT[date.month - 1], "mm": f"{date.month:02d}",
@@ -58,7 +61,10 @@ def format_date(date: datetime.date, fmt: str):
 
 
 def iso_date(tokens) -> str:
-    """Join target tokens back into an ISO date string: ``['2021', '-', '03', '-', '03']`` → ``'2021-03-03'``."""
+    """Join target tokens (a list of strings) back into an ISO date string: ``['2021', '-', '03', '-', '03']`` →
+    ``'2021-03-03'``."""
+    if isinstance(tokens, str) or not isinstance(tokens, (list, tuple)) or not all(isinstance(t, str) for t in tokens):
+        raise ValueError(f"tokens must be a list of strings, got {type(tokens).__name__} {tokens!r:.60}")
     return "".join(tokens)
 
 
@@ -66,13 +72,17 @@ _SEPARATORS = re.compile(r"\s*([/,-])\s*")
 
 
 def tokenize_date(text: str) -> list[str]:
-    """Tokens of a date typed by hand, as in the corpus: ``"March 3, 2021"`` → ``['march', '3', ',', '2021']``."""
+    """Tokens of a date typed by hand (a string), as in the corpus: ``"March 3, 2021"`` → ``['march', '3', ',',
+    '2021']``."""
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a string, got {type(text).__name__} {text!r:.40}")
     return _SEPARATORS.sub(r" \1 ", text.lower().replace(".", " ")).split()
 
 
 def generate_dates(num_examples: int = 5000, seed: int = 0):
-    """``num_examples`` random dates, each in a random format, the same for the same seed."""
+    """``num_examples`` random dates, each in a random format, the same for the same seed (an int)."""
     check_non_negative_int("num_examples", num_examples)
+    seed = check_seed("seed", seed)
     rng = random.Random(seed)
     span = (LAST_DAY - FIRST_DAY).days + 1
     names = list(DATE_FORMATS)

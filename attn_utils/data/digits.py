@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from ..canvas import DIGIT, MARGIN, REGION
-from ..checks import check_non_negative_int, check_positive_int
+from ..checks import check_non_negative_int, check_positive_int, check_seed, is_finite_number
 
 SPLITS = {"train": (0.0, 0.6), "val": (0.6, 0.8), "test": (0.8, 1.0)}  # fractions of the 1,797 digits
 
@@ -37,7 +37,7 @@ def digit_split(split: str) -> np.ndarray:
     The 1,797 digits are shuffled once with a fixed seed and cut 60/20/20, so canvases of different
     splits never share a digit image, whatever seeds make the canvases.
     """
-    if split not in SPLITS:
+    if not isinstance(split, str) or split not in SPLITS:
         raise ValueError(f"split must be one of {sorted(SPLITS)}, got {split!r}")
     num = len(load_digit_images()[1])
     order = np.random.default_rng(0).permutation(num)
@@ -50,7 +50,9 @@ def canvas_layout(num: int, seed: int, grid: int = 3, split: str = "train", dist
 
     Returns ``digit_ids`` ``(num, grid * grid)`` (indices into ``load_digits``, one per region, row by
     row), ``frames`` ``(num, grid * grid)`` (0: no frame, 1: the full frame, 2-5: a broken frame
-    missing its top, bottom, left or right side) and ``evidence`` ``(num,)``, the framed region.
+    missing its top, bottom, left or right side) and ``evidence`` ``(num,)``, the framed region. ``seed`` is an
+    int >= 0 (NumPy's generators take no other), ``grid`` an int >= 2, ``distractors`` one in
+    ``[0, grid * grid - 1]``.
     """
     check_positive_int("num", num)
     if isinstance(grid, bool) or not isinstance(grid, int) or grid < 2:
@@ -59,6 +61,7 @@ def canvas_layout(num: int, seed: int, grid: int = 3, split: str = "train", dist
     check_non_negative_int("distractors", distractors)
     if not 0 <= distractors <= regions - 1:
         raise ValueError(f"distractors must lie in [0, {regions - 1}] for a {grid}x{grid} grid, got {distractors}")
+    seed = check_seed("seed", seed, non_negative=True)
     pool = digit_split(split)
     rng = np.random.default_rng(seed)
     digit_ids = pool[rng.integers(0, len(pool), size=(num, regions))]  # (num, regions)
@@ -75,12 +78,26 @@ def canvas_layout(num: int, seed: int, grid: int = 3, split: str = "train", dist
 
 
 def draw_canvases(digit_ids: torch.Tensor, frames: torch.Tensor, grid: int = 3) -> torch.Tensor:
-    """Images ``(num, 1, grid * 10, grid * 10)`` of a layout from :func:`canvas_layout`."""
+    """Images ``(num, 1, grid * 10, grid * 10)`` of a layout from :func:`canvas_layout`: ``digit_ids`` and
+    ``frames`` integer tensors ``(num, grid * grid)``, the ids indices into ``load_digits``, the frames in 0..5."""
     images, _ = load_digit_images()
+    if isinstance(grid, bool) or not isinstance(grid, int) or grid < 2:
+        raise ValueError(f"grid must be an int >= 2, got {grid!r}")
+    for name, t in (("digit_ids", digit_ids), ("frames", frames)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 2 or t.is_floating_point() or t.is_complex() \
+                or t.dtype == torch.bool:
+            got = f"shape {tuple(t.shape)}, dtype {t.dtype}" if isinstance(t, torch.Tensor) else type(t).__name__
+            raise ValueError(f"{name} must be an integer tensor (num, {grid * grid}), got {got}")
     num, regions = digit_ids.shape
     if regions != grid * grid or frames.shape != digit_ids.shape:
         raise ValueError(f"expected digit_ids and frames of shape (num, {grid * grid}), got "
                          f"{tuple(digit_ids.shape)} and {tuple(frames.shape)}")
+    if digit_ids.numel() and not (int(digit_ids.min()) >= 0 and int(digit_ids.max()) < len(images)):
+        raise ValueError(f"digit_ids must be indices into load_digits, in [0, {len(images)}), got "
+                         f"{int(digit_ids.min())}..{int(digit_ids.max())}")
+    if frames.numel() and not (int(frames.min()) >= 0 and int(frames.max()) <= 5):
+        raise ValueError(f"frames must be 0 (none), 1 (full) or 2-5 (one side missing), got "
+                         f"{int(frames.min())}..{int(frames.max())}")
     cells = np.zeros((num, regions, REGION, REGION), dtype=np.float32)
     cells[:, :, MARGIN:MARGIN + DIGIT, MARGIN:MARGIN + DIGIT] = images[digit_ids.numpy()]
     frames = frames.numpy()
@@ -101,9 +118,9 @@ def make_digit_canvases(num: int, seed: int, grid: int = 3, split: str = "train"
     has a full bright frame in its margin, ``distractors`` others a frame with one side missing. The
     label is the class of the framed digit. ``noise`` > 0 adds independent Gaussian noise of that
     standard deviation to every pixel (drawn from ``seed`` too; the layout is the same as without
-    noise), then clips to [0, 1]. Pixels lie in [0, 1].
+    noise), then clips to [0, 1]. Pixels lie in [0, 1]. ``seed`` is an int >= 0, ``noise`` a finite number >= 0.
     """
-    if not isinstance(noise, (int, float)) or not 0.0 <= noise < float("inf"):
+    if not is_finite_number(noise) or noise < 0:
         raise ValueError(f"noise must be a standard deviation >= 0, got {noise!r}")
     digit_ids, frames, evidence = canvas_layout(num, seed, grid, split, distractors)
     labels = torch.from_numpy(load_digit_images()[1])[digit_ids[torch.arange(num), evidence]]

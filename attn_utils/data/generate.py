@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -15,8 +16,8 @@ from .bundled import BUNDLED, bundled_text, repository_data_dir
 
 
 def write_snapshots(out_dir: Path) -> list[Path]:
-    """Generate every bundled corpus into ``out_dir``; return the paths written."""
-    out_dir = Path(out_dir)
+    """Generate every bundled corpus into ``out_dir`` (a string or a path); return the paths written."""
+    out_dir = _folder(out_dir, "out_dir")
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for name, spec in BUNDLED.items():
@@ -27,10 +28,18 @@ def write_snapshots(out_dir: Path) -> list[Path]:
 
 
 def check_snapshots(data_dir: Path) -> list[str]:
-    """Names of the snapshots in ``data_dir`` that are missing or differ from a fresh generation."""
+    """Names of the snapshots in ``data_dir`` (a string or a path) that are missing or differ from a fresh
+    generation."""
+    data_dir = _folder(data_dir, "data_dir")
     return [spec.filename for name, spec in BUNDLED.items()
             if not (Path(data_dir) / spec.filename).is_file()
             or (Path(data_dir) / spec.filename).read_bytes() != bundled_text(name).encode("utf-8")]
+
+
+def _folder(value, name: str) -> Path:
+    if not isinstance(value, (str, os.PathLike)):
+        raise ValueError(f"{name} must be a string or a path, got {type(value).__name__} {value!r:.40}")
+    return Path(value)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 
-from ..checks import check_non_negative_int
+from ..checks import check_non_negative_int, check_seed
 
 # noun: (English singular, English plural, French singular, French plural, gender)
 NOUNS = [
@@ -153,8 +153,9 @@ def grammar_example(rng: random.Random) -> tuple[list[str], list[str], list[tupl
 
 
 def generate_grammar(num_examples: int = 2500, seed: int = 0):
-    """``num_examples`` pairs with distinct English sentences, the same for the same seed."""
+    """``num_examples`` pairs with distinct English sentences, the same for the same seed (an int)."""
     check_non_negative_int("num_examples", num_examples)
+    seed = check_seed("seed", seed)
     rng = random.Random(seed)
     seen, examples = set(), []
     attempts = 0

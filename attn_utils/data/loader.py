@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..checks import check_bool, check_non_negative_int, check_positive_int, check_seed
 from .batching import BucketBatchSampler, build_array
 from .bundled import BUNDLED, load_bundled
 from .dates import tokenize_date
@@ -77,7 +78,9 @@ class TranslationData:
 
     def unseen_pairs(self, min_length: int = 1) -> list[int]:
         """Indices (into ``corpus``, in order) of the pairs no split uses whose source sentence never occurs in
-        training and has at least ``min_length`` tokens: held out as well as the test set, for larger samples."""
+        training and has at least ``min_length`` tokens (an int >= 0): held out as well as the test set, for larger
+        samples."""
+        check_non_negative_int("min_length", min_length)
         if "unseen" not in self._cache:
             train_sources = {" ".join(self.corpus.src[i]) for i in self.split.train}
             used = set(self.split.train) | set(self.split.val) | set(self.split.test)
@@ -86,15 +89,25 @@ class TranslationData:
         return [i for i in self._cache["unseen"] if len(self.corpus.src[i]) >= min_length]
 
     def tokenize(self, sentence: str) -> list[str]:
-        """Tokens of a sentence typed by hand, preprocessed the way this corpus was."""
+        """Tokens of a sentence typed by hand (a string), preprocessed the way this corpus was."""
+        if not isinstance(sentence, str):
+            raise ValueError(f"sentence must be a string, got {type(sentence).__name__} {sentence!r:.40}")
         return tokenize_date(sentence) if self.source == "dates" else tokenize(preprocess(sentence))
 
     def build(self, src_sentences, tgt_sentences=None):
         """d2l's ``build``: arrays for new sentences (strings or token lists) with this data's vocabularies.
 
         Returns ``(src, dec_input, src_valid_lens, label)``; without ``tgt_sentences`` the targets
-        are empty (``dec_input`` is then ``<bos>`` followed by ``<eos>`` and padding).
+        are empty (``dec_input`` is then ``<bos>`` followed by ``<eos>`` and padding). Both are lists (a single
+        string would be read as one sentence per character).
         """
+        for name, sentences in (("src_sentences", src_sentences), ("tgt_sentences", tgt_sentences)):
+            if sentences is None and name == "tgt_sentences":
+                continue
+            if not isinstance(sentences, (list, tuple)) or not all(
+                    isinstance(s, (str, list, tuple)) for s in sentences):
+                raise ValueError(f"{name} must be a list of sentences (strings or token lists), got "
+                                 f"{type(sentences).__name__} {sentences!r:.60}")
         src = [s if isinstance(s, (list, tuple)) else self.tokenize(s) for s in src_sentences]
         tgt = [[] for _ in src] if tgt_sentences is None else [
             t if isinstance(t, (list, tuple)) else self.tokenize(t) for t in tgt_sentences]
@@ -109,6 +122,8 @@ class TranslationData:
 
     def arrays(self, split: str):
         """``(src, dec_input, src_valid_lens, label)`` for every pair of ``split`` (computed once)."""
+        if not isinstance(split, str) or split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         if ("arrays", split) not in self._cache:
             pairs = self.pairs(split)
             self._cache["arrays", split] = self._build(pairs.src, pairs.tgt)
@@ -118,9 +133,14 @@ class TranslationData:
                    seed: int = 0, bucket: bool = True) -> torch.utils.data.DataLoader:
         """Batches ``(src, dec_input, src_valid_lens, label)`` of ``split``.
 
-        ``bucket=True`` groups sources of equal length (``BucketBatchSampler``); ``shuffle``
-        defaults to True for training only; ``seed`` fixes the order of every epoch.
+        ``bucket=True`` groups sources of equal length (``BucketBatchSampler``); ``shuffle`` (a bool)
+        defaults to True for training only; ``seed`` (an int) fixes the order of every epoch.
         """
+        check_positive_int("batch_size", batch_size)
+        seed = check_seed("seed", seed)
+        check_bool("bucket", bucket)
+        if shuffle is not None:
+            check_bool("shuffle", shuffle)
         dataset = torch.utils.data.TensorDataset(*self.arrays(split))
         shuffle = split == "train" if shuffle is None else shuffle
         if bucket:
@@ -213,7 +233,15 @@ def load_translation_data(source: str = "auto", *, data_path: str | os.PathLike 
     * ``num_steps``: length of the padded arrays (sentences with ``<eos>`` are truncated to it);
       default: the longest sentence of the corpus plus ``<eos>``, so nothing is truncated.
     * ``num_examples``: size of a bundled corpus (default: the committed snapshot's).
+
+    Counts are ints (``num_steps`` and ``num_examples`` positive, the others >= 0), ``seed`` an int,
+    ``verbose`` a bool; they are checked before anything is read.
     """
+    if num_steps is not None:
+        check_positive_int("num_steps", num_steps, hint="or None (the longest sentence and <eos>)")
+    check_non_negative_int("min_freq", min_freq)
+    seed = check_seed("seed", seed)
+    check_bool("verbose", verbose)
     requested = source
     source, corpus = _load_corpus(source, data_path, cache_dir, num_examples, verbose)
     tatoeba = source == "tatoeba"

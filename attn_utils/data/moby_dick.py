@@ -53,8 +53,18 @@ def moby_dick_chapters() -> list[tuple[int, str, str]]:
 
 
 def word_tokens(text: str) -> list[str]:
-    """Lower-case words and punctuation marks, one token each; curly apostrophes become straight ones."""
+    """Lower-case words and punctuation marks of ``text`` (a string), one token each; curly apostrophes become
+    straight ones."""
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a string, got {type(text).__name__} {text!r:.40}")
     return _TOKEN.findall(text.lower().replace("\u2019", "'"))
+
+
+def check_split(split) -> str:
+    """``split`` if it is ``"train"``, ``"val"`` or ``"test"``, else ``ValueError``."""
+    if not isinstance(split, str) or split not in ("train", "val", "test"):
+        raise ValueError(f"split must be 'train', 'val' or 'test', got {split!r}")
+    return split
 
 
 @dataclass(frozen=True)
@@ -70,8 +80,9 @@ class RunningText:
     chapters: dict[str, list[int]]
 
     def num_tokens(self, split: str) -> int:
-        """Tokens to predict in a split: every token of every chapter but the leading ``<bos>``."""
-        return sum(len(t) - 1 for t in getattr(self, split))
+        """Tokens to predict in a split (``"train"``, ``"val"`` or ``"test"``): every token of every chapter but the
+        leading ``<bos>``."""
+        return sum(len(t) - 1 for t in getattr(self, check_split(split)))
 
     def describe(self) -> str:
         unk = self.vocab.unk
@@ -84,9 +95,11 @@ class RunningText:
 
 def load_running_text(min_freq: int = 3, reserved_tokens=RESERVED_TOKENS) -> RunningText:
     """*Moby-Dick*, tokenised and split by chapters (see the module docstring); words seen fewer than
-    ``min_freq`` times in the training chapters become ``<unk>``."""
+    ``min_freq`` times in the training chapters become ``<unk>``. ``reserved_tokens``: a list of strings that
+    holds ``<bos>``."""
     check_positive_int("min_freq", min_freq)
-    if BOS not in reserved_tokens:
+    if isinstance(reserved_tokens, (str, bytes)) or not isinstance(reserved_tokens, (list, tuple)) \
+            or BOS not in reserved_tokens:
         raise ValueError(f"reserved_tokens must include {BOS!r}, which starts every chapter; got {reserved_tokens!r}")
     split_of = {0: "test", 5: "val"}
     tokens = {"train": [], "val": [], "test": []}

@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 import torch
 
-from ..checks import check_non_negative_int
+from ..checks import check_non_negative_int, check_seed, is_finite_number
 from .vocab import PAD, Vocab
 
 RELATION_TYPES = (
@@ -186,7 +186,13 @@ def make_relation_example(rng: random.Random, label: str, slots: Sequence[str] =
     (``"before"`` the first entity, an ``"aside"`` right after it, ``"after"`` the second entity),
     and ``filler`` extra neutral phrases at each end ("yesterday , ... , at night"); the cue phrase
     comes from ``RARE_CUES[label]`` with probability ``rare_prob``, else from ``CUES[label]``; see
-    ``make_relation_corpus``."""
+    ``make_relation_corpus``. ``rng`` is a ``random.Random``, ``filler`` an int >= 0, ``rare_prob`` in [0, 1]."""
+    if not isinstance(rng, random.Random):
+        raise ValueError(f"rng must be a random.Random, got {type(rng).__name__}")
+    check_non_negative_int("filler", filler)
+    _check_share("rare_prob", rare_prob)
+    if isinstance(slots, str):
+        raise ValueError(f"slots must be a list of places from {SLOTS}, got the string {slots!r}")
     if label not in LABELS or any(slot not in SLOTS for slot in slots) or filler < 0:
         raise ValueError(f"expected a label from LABELS, slots from {SLOTS} and filler >= 0, got {label!r}, "
                          f"{tuple(slots)} and {filler}")
@@ -227,6 +233,11 @@ def make_relation_example(rng: random.Random, label: str, slots: Sequence[str] =
     return RelationExample(tuple(tokens), label, evidence, tuple(distractors), cue_span)
 
 
+def _check_share(name: str, value) -> None:
+    if not is_finite_number(value) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must lie in [0, 1], got {value!r}")
+
+
 @dataclass
 class RelationCorpus:
     """Train, validation and test examples; no sentence occurs in two splits."""
@@ -251,17 +262,17 @@ def make_relation_corpus(num_train: int = 3000, num_val: int = 500, num_test: in
     ("while the letter was made by the crew", "which was made by the crew"): a model that counts
     words sees several cues, and only the one of the main clause between the entities counts.
     ``filler`` > 0 adds that many neutral phrases at each end (longer sentences, same task).
-    The same ``seed`` always gives the same corpus.
+    The same ``seed`` (an int) always gives the same corpus. Sizes and ``filler`` are ints >= 0, the
+    probabilities numbers in [0, 1].
     """
-    for name, value in (("num_train", num_train), ("num_val", num_val), ("num_test", num_test)):
+    for name, value in (("num_train", num_train), ("num_val", num_val), ("num_test", num_test), ("filler", filler)):
         check_non_negative_int(name, value)
     if min(num_train, num_val, num_test) < 0 or num_train + num_val + num_test == 0:
         raise ValueError(f"split sizes must be non-negative and not all 0, got {num_train}, {num_val}, {num_test}")
-    if not 0.0 <= distractor_prob <= 1.0:
-        raise ValueError(f"distractor_prob must lie in [0, 1], got {distractor_prob}")
-    if not 0.0 <= rare_prob <= 1.0:
-        raise ValueError(f"rare_prob must lie in [0, 1], got {rare_prob}")
-    if isinstance(distractors, bool) or distractors not in (1, 2, 3):
+    _check_share("distractor_prob", distractor_prob)
+    _check_share("rare_prob", rare_prob)
+    seed = check_seed("seed", seed)
+    if not isinstance(distractors, int) or isinstance(distractors, bool) or distractors not in (1, 2, 3):
         raise ValueError(f"distractors must be 1, 2 or 3 (one per place), got {distractors}")
     rng = random.Random(seed)
     total = num_train + num_val + num_test
@@ -281,6 +292,13 @@ def make_relation_corpus(num_train: int = 3000, num_val: int = 500, num_test: in
 # Tensors
 # ---------------------------------------------------------------------------------------------
 
+def _check_examples(examples) -> None:
+    if isinstance(examples, (str, bytes)) or not isinstance(examples, Sequence) or not all(
+            isinstance(e, RelationExample) for e in examples):
+        raise ValueError(f"examples must be a list of RelationExample, got {type(examples).__name__} "
+                         f"{examples!r:.60}")
+
+
 class RelationTensors(NamedTuple):
     """``tokens`` (n, steps) padded with ``<pad>``, ``lengths`` (n,), ``labels`` (n,) indices into
     ``LABELS``, ``evidence`` (n,) cue positions (-1 when unknown)."""
@@ -292,14 +310,19 @@ class RelationTensors(NamedTuple):
 
 
 def relation_vocab(examples: Sequence[RelationExample], min_freq: int = 1) -> Vocab:
-    """The vocabulary of the examples' tokens, ``<pad>`` = 0 and ``<unk>`` = 1."""
+    """The vocabulary of the examples' tokens (a list of ``RelationExample``), ``<pad>`` = 0 and ``<unk>`` = 1."""
+    _check_examples(examples)
     return Vocab([list(e.tokens) for e in examples], min_freq=min_freq, reserved_tokens=[PAD])
 
 
 def relation_tensors(examples: Sequence[RelationExample], vocab: Vocab) -> RelationTensors:
-    """Token ids padded on the right to the longest example, with lengths, label indices and evidence."""
+    """Token ids padded on the right to the longest example, with lengths, label indices and evidence:
+    ``examples`` a non-empty list of ``RelationExample``, ``vocab`` a ``Vocab`` holding ``<pad>``."""
     if not examples:
         raise ValueError("relation_tensors needs at least one example, got none")
+    _check_examples(examples)
+    if not isinstance(vocab, Vocab) or PAD not in vocab:
+        raise ValueError(f"vocab must be a Vocab with {PAD!r} (relation_vocab makes one), got {vocab!r:.60}")
     index = {label: i for i, label in enumerate(LABELS)}
     bad = [e.label for e in examples if e.label not in index]
     if bad:

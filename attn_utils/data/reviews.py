@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..checks import check_non_negative_int
+from ..checks import check_non_negative_int, check_seed, is_finite_number
 from .vocab import PAD, Vocab
 
 REVIEW_CLASSES = ("negative", "positive")
@@ -154,10 +154,15 @@ def make_reviews(num: int, seed: int = 0, min_sentences: int = 4, max_sentences:
     sentence is a distractor (an opinion that decides nothing) with probability ``distractor_rate``.
     Every opinion word, in the verdict and in the distractors, comes from ``RARE_POSITIVE_WORDS`` or
     ``RARE_NEGATIVE_WORDS`` with probability ``rare_prob``, else from ``POSITIVE_WORDS`` or
-    ``NEGATIVE_WORDS``. The label is ``positive XOR negated`` for the verdict's opinion word.
+    ``NEGATIVE_WORDS``. The label is ``positive XOR negated`` for the verdict's opinion word. Counts are
+    ints, the rates numbers in [0, 1], ``seed`` an int.
     """
     for name, value in (("num", num), ("min_sentences", min_sentences), ("max_sentences", max_sentences)):
         check_non_negative_int(name, value)
+    seed = check_seed("seed", seed)
+    for name, value in (("distractor_rate", distractor_rate), ("rare_prob", rare_prob)):
+        if not is_finite_number(value):
+            raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
     if num < 0 or not 1 <= min_sentences <= max_sentences or not 0.0 <= distractor_rate <= 1.0 \
             or not 0.0 <= rare_prob <= 1.0:
         raise ValueError(f"expected num >= 0, 1 <= min_sentences <= max_sentences, 0 <= distractor_rate <= 1 "
@@ -189,8 +194,10 @@ def review_label(sentences: list[list[str]]) -> int:
     """The label a reader gets by the corpus's rule: find the one sentence that opens with a verdict
     cue, take its opinion word, and flip it if ``not`` comes before it in that sentence.
 
-    Raises ``ValueError`` when no sentence, or more than one, opens with a cue.
+    ``sentences`` is a list of sentences, each a list of words. Raises ``ValueError`` when no sentence, or
+    more than one, opens with a cue.
     """
+    _check_document(sentences, "sentences")
     verdicts = [s for s in sentences if any(tuple(s[:len(cue)]) == cue for cue in VERDICT_CUES)]
     if len(verdicts) != 1:
         raise ValueError(f"expected exactly one sentence that opens with a verdict cue, found {len(verdicts)}")
@@ -203,8 +210,21 @@ def review_label(sentences: list[list[str]]) -> int:
 
 
 def review_vocab(reviews: list[Review]) -> Vocab:
-    """A vocabulary of every word in ``reviews``, with ``<pad>`` at index 0 (and ``<unk>`` at 1)."""
+    """A vocabulary of every word in ``reviews`` (a list of ``Review``), with ``<pad>`` at index 0 (and ``<unk>`` at
+    1)."""
+    if isinstance(reviews, (str, bytes)) or not isinstance(reviews, (list, tuple)) or not all(
+            isinstance(r, Review) for r in reviews):
+        raise ValueError(f"reviews must be a list of Review, got {type(reviews).__name__} {reviews!r:.60}")
     return Vocab([w for r in reviews for s in r.sentences for w in s], reserved_tokens=[PAD])
+
+
+def _check_document(document, name: str) -> None:
+    """Raise unless ``document`` is a list of sentences, each a list (or tuple) of words: a sentence given as a
+    string would be read letter by letter."""
+    if not isinstance(document, (list, tuple)) or not all(
+            isinstance(s, (list, tuple)) and all(isinstance(w, str) for w in s) for s in document):
+        raise ValueError(f"{name} must be a list of sentences, each a list of words (strings), got "
+                         f"{type(document).__name__} {document!r:.60}")
 
 
 def documents_to_tensors(documents, vocab: Vocab, max_sentences: int | None = None, max_words: int | None = None):
@@ -212,10 +232,19 @@ def documents_to_tensors(documents, vocab: Vocab, max_sentences: int | None = No
     document lengths ``(n,)``.
 
     ``documents`` are lists of sentences (lists of words) or :class:`Review`\\ s. Padded words and
-    padded sentences hold ``<pad>`` and length 0. The sizes default to the largest in the data; a
-    document that does not fit raises ``ValueError`` rather than being cut.
+    padded sentences hold ``<pad>`` and length 0. The sizes default to the largest in the data (else ints
+    >= 0); a document that does not fit raises ``ValueError`` rather than being cut. ``vocab`` holds ``<pad>``.
     """
+    if isinstance(documents, (str, bytes)) or not isinstance(documents, (list, tuple)):
+        raise ValueError(f"documents must be a list of documents (or Reviews), got {type(documents).__name__}")
+    if not isinstance(vocab, Vocab) or PAD not in vocab:
+        raise ValueError(f"vocab must be a Vocab with {PAD!r} (review_vocab makes one), got {vocab!r:.60}")
+    for name, value in (("max_sentences", max_sentences), ("max_words", max_words)):
+        if value is not None:
+            check_non_negative_int(name, value)
     docs = [d.sentences if isinstance(d, Review) else d for d in documents]
+    for k, doc in enumerate(docs):
+        _check_document(doc, f"documents[{k}]")
     longest_doc = max((len(d) for d in docs), default=0)
     longest_sentence = max((len(s) for d in docs for s in d), default=0)
     max_sentences = longest_doc if max_sentences is None else max_sentences

@@ -23,7 +23,10 @@ _TOKEN = re.compile(r"</?e[12]>|[^\W_]+(?:['’.\-][^\W_]+)*|\S")
 
 
 def tokenize_marked(sentence: str, lowercase: bool = True) -> list[str]:
-    """Split a sentence with ``<e1>...</e1>`` and ``<e2>...</e2>`` into tokens, markers as tokens of their own."""
+    """Split a sentence (a string) with ``<e1>...</e1>`` and ``<e2>...</e2>`` into tokens, markers as tokens of
+    their own."""
+    if not isinstance(sentence, str):
+        raise ValueError(f"sentence must be a string, got {type(sentence).__name__} {sentence!r:.40}")
     spaced = re.sub(r"(</?e[12]>)", r" \1 ", sentence)
     tokens = _TOKEN.findall(spaced)
     return [t if t in ENTITY_MARKERS or not lowercase else t.lower() for t in tokens]
@@ -31,7 +34,9 @@ def tokenize_marked(sentence: str, lowercase: bool = True) -> list[str]:
 
 def check_markers(tokens: Sequence[str]) -> None:
     """Raise ValueError unless each marker occurs once, in the order ``<e1> ... </e1> ... <e2> ... </e2>``,
-    with at least one word inside each entity."""
+    with at least one word inside each entity (``tokens``: a list of strings)."""
+    if isinstance(tokens, str) or not isinstance(tokens, (list, tuple)):
+        raise ValueError(f"tokens must be a list of tokens, got {type(tokens).__name__} {tokens!r:.40}")
     counts = {m: list(tokens).count(m) for m in ENTITY_MARKERS}
     if any(c != 1 for c in counts.values()):
         raise ValueError(f"expected each entity marker once, got counts {counts}")
@@ -48,8 +53,9 @@ def load_semeval(path: str | os.PathLike, lowercase: bool = True) -> list[Relati
     label (``Cause-Effect(e2,e1)``, ..., ``Other``), an optional ``Comment:`` line, and a blank line.
     The examples have ``evidence = -1``: the data does not say which word carries the relation.
     A missing file raises FileNotFoundError, a malformed one ValueError, each naming the path (and line).
+    ``path`` is a string or a path.
     """
-    path = Path(path)
+    path = _path(path, "path")
     if not path.is_file():
         raise FileNotFoundError(f"no SemEval-2010 Task 8 file at {path} (expected {SEMEVAL_FILES['train']} "
                                 f"or {SEMEVAL_FILES['test']} from the task's distribution)")
@@ -86,6 +92,12 @@ def load_semeval(path: str | os.PathLike, lowercase: bool = True) -> list[Relati
     return examples
 
 
+def _path(value, name: str) -> Path:
+    if not isinstance(value, (str, os.PathLike)):
+        raise ValueError(f"{name} must be a string or a path, got {type(value).__name__} {value!r:.40}")
+    return Path(value)
+
+
 def load_semeval_splits(folder: str | os.PathLike | None = None, lowercase: bool = True):
     """``(train, test)`` examples from the folder holding ``TRAIN_FILE.TXT`` and ``TEST_FILE_FULL.TXT``.
 
@@ -95,5 +107,5 @@ def load_semeval_splits(folder: str | os.PathLike | None = None, lowercase: bool
     folder = folder if folder is not None else os.environ.get(SEMEVAL_ENV_VAR)
     if not folder:
         raise FileNotFoundError(f"no SemEval-2010 Task 8 folder given: pass folder= or set {SEMEVAL_ENV_VAR}")
-    folder = Path(folder)
+    folder = _path(folder, "folder")
     return tuple(load_semeval(folder / SEMEVAL_FILES[split], lowercase) for split in ("train", "test"))

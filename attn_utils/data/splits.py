@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from ..checks import check_non_negative_int, check_positive_int
+from ..checks import check_non_negative_int, check_positive_int, check_seed
 from .text import ParallelCorpus
 
 #: A range of English lengths in tokens, ``(low, high)`` inclusive; ``high=None``: no upper bound.
@@ -51,9 +51,14 @@ def check_buckets(buckets) -> tuple[Bucket, ...]:
 
 
 def merge_sparse_buckets(lengths, buckets, needed: int) -> tuple[Bucket, ...]:
-    """``buckets`` with each one that holds fewer than ``needed`` of ``lengths`` merged into the bucket before
-    it (the first into the one after): a local file of short sentences keeps the buckets it can fill."""
+    """``buckets`` with each one that holds fewer than ``needed`` (an int >= 0) of ``lengths`` (ints) merged into
+    the bucket before it (the first into the one after): a local file of short sentences keeps the buckets it
+    can fill."""
     buckets = check_buckets(buckets)
+    check_non_negative_int("needed", needed)
+    if isinstance(lengths, (str, bytes)) or not hasattr(lengths, "__iter__") or not all(
+            isinstance(n, int) and not isinstance(n, bool) for n in lengths):
+        raise ValueError(f"lengths must be a list of integers (sentence lengths in tokens), got {lengths!r:.60}")
     merged: list[list] = []  # [low, high, count]
     for low, high in buckets:
         count = sum(in_bucket(n, (low, high)) for n in lengths)
@@ -100,7 +105,10 @@ def _take(groups: list[list[int]], wanted: int, what: str, within: str = "") -> 
 
 
 def equal_shares(total: int, parts: int) -> list[int]:
-    """``total`` split into ``parts`` shares that differ by at most one, the larger ones first."""
+    """``total`` (an int >= 0) split into ``parts`` (an int >= 1) shares that differ by at most one, the larger
+    ones first."""
+    check_non_negative_int("total", total)
+    check_positive_int("parts", parts)
     return [total // parts + (i < total % parts) for i in range(parts)]
 
 
@@ -115,11 +123,14 @@ def split_by_source(corpus: ParallelCorpus, num_val: int, num_test: int, num_tra
     sets instead: each bucket gets an equal share of ``num_test`` and of ``num_val`` (``equal_shares``),
     so that long sentences, rare in a corpus, are tested as often as short ones, and sentences of no
     bucket are used for training only. Training gets every remaining pair, or a random ``num_train`` of
-    them. The same arguments always give the same split; one bucket ``(1, max_eval_len)`` gives the
-    split of ``max_eval_len``.
+    them. The same arguments always give the same split (``seed``: an int); one bucket ``(1, max_eval_len)``
+    gives the split of ``max_eval_len``. ``corpus`` is a ``ParallelCorpus``.
     """
     for name, value in (("num_val", num_val), ("num_test", num_test)):
         check_non_negative_int(name, value)
+    seed = check_seed("seed", seed)
+    if not isinstance(corpus, ParallelCorpus):
+        raise ValueError(f"corpus must be a ParallelCorpus, got {type(corpus).__name__}")
     if buckets is None:
         if max_eval_len is not None:
             check_positive_int("max_eval_len", max_eval_len, hint="(tokens) or None (any length)")

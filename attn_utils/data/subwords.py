@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..checks import check_positive_int
-from .moby_dick import moby_dick_chapters
+from ..checks import check_positive_int, is_finite_number
+from .moby_dick import check_split, moby_dick_chapters
 
 SPECIAL_TOKENS = ("<pad>", "<bos>", "<mask>")  # ids 0, 1, 2 in both tokenisations
 PAD_ID, BOS_ID, MASK_ID = (SPECIAL_TOKENS.index(t) for t in SPECIAL_TOKENS)
@@ -73,17 +73,24 @@ class TokenizedText:
         return self._encode(text)
 
     def decode(self, ids) -> str:
-        """The text of a sequence of token ids (an int sequence or a 1-D tensor); special tokens dropped."""
-        ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
+        """The text of a sequence of token ids (ints in ``[0, vocab_size)``: an int sequence or a 1-D tensor);
+        special tokens dropped."""
+        if isinstance(ids, torch.Tensor) and ids.dim() == 1:
+            ids = ids.tolist()
+        if isinstance(ids, (str, bytes)) or not isinstance(ids, (list, tuple)) or not all(
+                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < self.vocab_size for i in ids):
+            raise ValueError(f"ids must be a list or 1-D tensor of token ids in [0, {self.vocab_size}), got "
+                             f"{ids!r:.60}")
         return self._decode([i for i in ids if i >= len(SPECIAL_TOKENS)])
 
     def num_tokens(self, split: str) -> int:
-        """Tokens to predict in a split: every token of every chapter but the leading ``<bos>``."""
-        return sum(len(t) - 1 for t in getattr(self, split))
+        """Tokens to predict in a split (``"train"``, ``"val"`` or ``"test"``): every token of every chapter but the
+        leading ``<bos>``."""
+        return sum(len(t) - 1 for t in getattr(self, check_split(split)))
 
     def num_characters(self, split: str) -> int:
         """Characters of a split's text: the denominator of bits per character."""
-        return sum(len(t) for t in self.texts[split])
+        return sum(len(t) for t in self.texts[check_split(split)])
 
     def describe(self) -> str:
         sizes = ", ".join(f"{self.num_tokens(s):,} {s}" for s in ("train", "val", "test"))
@@ -94,8 +101,9 @@ class TokenizedText:
 
 def bits_per_character(total_nats: float, num_characters: int) -> float:
     """A text's negative log-probability ``total_nats`` (natural log, summed over its tokens), in bits
-    per character of the text: comparable across tokenisations of the same text."""
-    if not math.isfinite(total_nats) or total_nats < 0:
+    per character of the text (``num_characters``, a positive int): comparable across tokenisations of the same
+    text."""
+    if not is_finite_number(total_nats) or total_nats < 0:
         raise ValueError(f"total_nats must be a finite number >= 0 (a summed negative log-probability), "
                          f"got {total_nats!r}")
     check_positive_int("num_characters", num_characters)

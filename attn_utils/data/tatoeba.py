@@ -47,7 +47,11 @@ def ways_out(reason: str) -> str:
 
 
 def find_local_copy(path: str | os.PathLike, origin: str = "data_path") -> Path:
-    """The pair file at or under ``path`` (see the module docstring); ``ValueError`` if there is none."""
+    """The pair file at or under ``path`` (a string or a path; see the module docstring); ``ValueError`` if there
+    is none."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValueError(f"{origin} must be a string or a path (fra.txt, fra-eng.zip or a folder holding one), got "
+                         f"{type(path).__name__} {path!r:.40}")
     path = Path(path).expanduser()
     if path.is_file():
         return path
@@ -91,7 +95,9 @@ def not_a_zip(path: Path) -> str:
 
 
 def decode_pairs(data: bytes, filename: str) -> str:
-    """``data`` as UTF-8 text without a leading byte-order mark; ``ValueError`` naming the first bad line."""
+    """``data`` (bytes) as UTF-8 text without a leading byte-order mark; ``ValueError`` naming the first bad line."""
+    if not isinstance(data, (bytes, bytearray)):
+        raise ValueError(f"data must be bytes, got {type(data).__name__}")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
@@ -130,8 +136,13 @@ _FRENCH_WORDS = frozenset(["je", "j'ai", "tu", "il", "elle", "nous", "vous", "il
 
 
 def french_share(sentences) -> float:
-    """The share of tokenised sentences that hold an accented letter or a frequent French word."""
+    """The share of tokenised sentences (a list of token lists) that hold an accented letter or a frequent French
+    word."""
+    if isinstance(sentences, (str, bytes)) or not hasattr(sentences, "__iter__"):
+        raise ValueError(f"sentences must be a list of token lists, got {type(sentences).__name__}")
     sentences = list(sentences)
+    if not all(isinstance(s, (list, tuple)) and all(isinstance(t, str) for t in s) for s in sentences):
+        raise ValueError("sentences must be a list of token lists (lists of strings)")
     hits = sum(any(t in _FRENCH_WORDS or not _FRENCH_LETTERS.isdisjoint(t) for t in s) for s in sentences)
     return hits / max(1, len(sentences))
 

@@ -10,8 +10,11 @@ a Tatoeba file a last line without a line break was cut short, mid-sentence, and
 
 from __future__ import annotations
 
+import operator
 import re
 from dataclasses import dataclass
+
+from ..checks import check_bool
 
 _SPACES = str.maketrans({"\u202f": " ", "\xa0": " ", "\u2009": " ", "\u2019": "'"})
 # d2l inserts a space before , . ! ? unless the previous character is already a space.
@@ -22,14 +25,21 @@ def preprocess(text: str) -> str:
     """d2l's ``_preprocess``: non-breaking spaces → spaces, lowercase, a space before , . ! ?.
 
     Also normalises the typographic apostrophe ’ to ' (so "l’eau" and "l'eau" are one token) and
-    the thin space to a space (d2l leaves it inside tokens: "recule\u2009" beside "!").
+    the thin space to a space (d2l leaves it inside tokens: "recule\u2009" beside "!"). ``text``: a string.
     """
+    _check_text(text, "text")
     return _PUNCT.sub(r" \1", text.translate(_SPACES).lower())
 
 
 def tokenize(sentence: str) -> list[str]:
-    """Split a preprocessed sentence on whitespace (empty tokens never appear)."""
+    """Split a preprocessed sentence (a string) on whitespace (empty tokens never appear)."""
+    _check_text(sentence, "sentence")
     return sentence.split()
+
+
+def _check_text(text, name: str) -> None:
+    if not isinstance(text, str):
+        raise ValueError(f"{name} must be a string, got {type(text).__name__} {text!r:.40}")
 
 
 @dataclass
@@ -51,6 +61,10 @@ class ParallelCorpus:
     first_malformed: str = ""
 
     def __post_init__(self):
+        for name, sentences in (("src", self.src), ("tgt", self.tgt)):
+            if not isinstance(sentences, (list, tuple)) or not all(isinstance(s, (list, tuple)) for s in sentences):
+                raise ValueError(f"{name} must be a list of token lists (a string is no token list), got "
+                                 f"{type(sentences).__name__} {sentences!r:.60}")
         if len(self.src) != len(self.tgt):
             raise ValueError(f"src and tgt must have the same number of sentences, "
                              f"got {len(self.src)} and {len(self.tgt)}")
@@ -65,8 +79,17 @@ class ParallelCorpus:
         return f"ParallelCorpus({self.name!r}: {len(self):,} pairs {aligned} alignments, {self.malformed} malformed)"
 
     def subset(self, indices, name: str | None = None) -> ParallelCorpus:
-        """The pairs at ``indices``, in that order."""
-        indices = list(indices)
+        """The pairs at ``indices`` (ints in ``[0, len(self))``; a negative one would count from the end), in
+        that order."""
+        try:
+            indices = list(indices)
+            if any(isinstance(i, bool) for i in indices):  # True would be pair 1
+                raise TypeError
+            indices = [operator.index(i) for i in indices]  # not a float or a string
+        except TypeError:
+            raise ValueError(f"indices must be integers in [0, {len(self)}), got {indices!r:.60}") from None
+        if indices and not 0 <= min(indices) <= max(indices) < len(self):
+            raise ValueError(f"indices must be integers in [0, {len(self)}), got {min(indices)}..{max(indices)}")
         return ParallelCorpus(
             src=[self.src[i] for i in indices],
             tgt=[self.tgt[i] for i in indices],
@@ -77,7 +100,8 @@ class ParallelCorpus:
 
 
 def parse_alignment(text: str) -> list[tuple[int, int]]:
-    """Read Pharaoh-style links ``"0-1 2-0"`` into ``[(0, 1), (2, 0)]`` (source-target)."""
+    """Read Pharaoh-style links ``"0-1 2-0"`` (a string) into ``[(0, 1), (2, 0)]`` (source-target)."""
+    _check_text(text, "text")
     links = []
     for item in text.split():
         src, sep, tgt = item.partition("-")
@@ -101,7 +125,11 @@ def parse_pairs(text: str, name: str = "", with_alignments: bool = False,
     is ignored. Malformed lines are skipped and counted in ``.malformed``. With
     ``ends_with_newline=True`` (a file that ends every line with a line break, as d2l's does), a last
     line without one was cut short in copying or downloading, mid-sentence: it is malformed too.
+    ``text`` is a string (decode bytes first), the flags are bools.
     """
+    _check_text(text, "text")
+    check_bool("with_alignments", with_alignments)
+    check_bool("ends_with_newline", ends_with_newline)
     if text.startswith("\ufeff"):  # a byte-order mark (Windows editors write one): not part of the first word
         text = text[1:]
     src, tgt, aligns = [], [], []

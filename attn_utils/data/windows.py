@@ -14,11 +14,14 @@ from ..checks import check_positive_int, check_stream
 
 def random_windows(stream: torch.Tensor, batch_size: int, length: int,
                    generator: torch.Generator | None = None) -> torch.Tensor:
-    """``(batch_size, length + 1)`` token windows starting at uniform random places of ``stream`` (1-D):
-    inputs ``[:, :-1]`` and next-token targets ``[:, 1:]``."""
+    """``(batch_size, length + 1)`` token windows starting at uniform random places of ``stream`` (a 1-D integer
+    tensor of at least ``length + 1`` tokens): inputs ``[:, :-1]`` and next-token targets ``[:, 1:]``.
+    ``generator``: a CPU ``torch.Generator`` or None."""
     check_positive_int("batch_size", batch_size)
     check_positive_int("length", length)
     check_stream(stream, "stream", length + 1)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise ValueError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
     starts = torch.randint(len(stream) - length, (batch_size,), generator=generator)
     offsets = torch.arange(length + 1)
     return stream[(starts[:, None] + offsets).to(stream.device)]  # (batch_size, length + 1)
