@@ -60,6 +60,17 @@ def _integer_dtype(t: torch.Tensor) -> bool:
     return not (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool)
 
 
+def check_step_lengths(name: str, lengths, rows: int, low: int, high: int, of: str) -> None:
+    """Raise unless ``lengths`` is an integer tensor ``(rows,)`` (not bool) whose values lie in ``[low, high]``;
+    ``of`` says what ``high`` counts (e.g. "the steps of X"). The values are read only where
+    ``checks_read_values`` allows, so that an accelerator waits on no check."""
+    if not isinstance(lengths, torch.Tensor) or lengths.shape != (rows,) or not _integer_dtype(lengths):
+        raise ValueError(f"{name} must be an integer tensor of shape ({rows},), got "
+                         f"{tuple(getattr(lengths, 'shape', ()))} {getattr(lengths, 'dtype', type(lengths).__name__)}")
+    if checks_read_values(lengths) and lengths.numel() and bool(((lengths < low) | (lengths > high)).any()):
+        raise ValueError(f"{name} must lie in [{low}, {high}] ({of}), got {int(lengths.min())}..{int(lengths.max())}")
+
+
 def check_tokens(X, what: str) -> None:
     """Raise unless ``X`` is an integer tensor of token indices ``(batch, steps)`` (not bool); ``what``
     names it."""

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from .checks import checks_read_values
+from .checks import check_step_lengths
 
 
 def run_packed(rnn: nn.RNNBase, X: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -22,13 +22,7 @@ def run_packed(rnn: nn.RNNBase, X: torch.Tensor, lengths: torch.Tensor) -> torch
     if not isinstance(X, torch.Tensor) or X.dim() != 3:
         raise ValueError(f"X must be a tensor (N, steps, features), got "
                          f"{tuple(X.shape) if isinstance(X, torch.Tensor) else type(X).__name__}")
-    if not isinstance(lengths, torch.Tensor) or lengths.shape != X.shape[:1] or lengths.is_floating_point() \
-            or lengths.dtype == torch.bool:
-        raise ValueError(f"lengths must be an integer tensor of shape ({X.shape[0]},), got "
-                         f"{tuple(getattr(lengths, 'shape', ()))} {getattr(lengths, 'dtype', type(lengths).__name__)}")
-    if checks_read_values(lengths) and lengths.numel() and bool(((lengths < 0) | (lengths > X.shape[1])).any()):
-        raise ValueError(f"lengths must lie in [0, {X.shape[1]}] (the steps of X), got "
-                         f"{int(lengths.min())}..{int(lengths.max())}")
+    check_step_lengths("lengths", lengths, X.shape[0], 0, X.shape[1], "the steps of X")
     N, steps, _ = X.shape
     directions = 2 if rnn.bidirectional else 1
     out = X.new_zeros(N, steps, directions * rnn.hidden_size)

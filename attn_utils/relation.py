@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .checks import EMBEDDING_INDEX_DTYPES, check_positive_int, check_probability, checks_read_values
+from .checks import EMBEDDING_INDEX_DTYPES, check_positive_int, check_probability, check_step_lengths
 from .packed import run_packed
 from .pooling import LearnedQueryPooling
 
@@ -52,13 +52,7 @@ def last_states(output: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     end): with padding, ``output[:, -1]`` is not the last real step of a short sentence.
     """
     h = _check_bidirectional(output)
-    if not isinstance(lengths, torch.Tensor) or lengths.shape != output.shape[:1] or lengths.is_floating_point() \
-            or lengths.dtype == torch.bool:
-        raise ValueError(f"lengths must have shape ({output.shape[0]},) and hold integers, got "
-                         f"{tuple(getattr(lengths, 'shape', ()))} {getattr(lengths, 'dtype', type(lengths).__name__)}")
-    if checks_read_values(lengths) and lengths.numel() and bool(((lengths < 1) | (lengths > output.shape[1])).any()):
-        raise ValueError(f"lengths must lie in [1, {output.shape[1]}] (the steps of output), got "
-                         f"{int(lengths.min())}..{int(lengths.max())}")
+    check_step_lengths("lengths", lengths, output.shape[0], 1, output.shape[1], "the steps of output")
     rows = torch.arange(output.shape[0], device=output.device)
     return output[rows, lengths.to(output.device) - 1, :h] + output[:, 0, h:]
 

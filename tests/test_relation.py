@@ -142,7 +142,7 @@ def test_bad_inputs_are_named():
         model(torch.ones(2, 3, dtype=torch.long), torch.tensor([3]))
     with pytest.raises(ValueError, match="pooling must be one of"):
         AttentionBiLSTM(10, 4, 3, 5, pooling="max")
-    with pytest.raises(ValueError, match=r"lengths must have shape \(2,\)"):
+    with pytest.raises(ValueError, match=r"lengths must be an integer tensor of shape \(2,\)"):
         last_states(torch.zeros(2, 3, 4), torch.tensor([1, 2, 3]))
 
 
