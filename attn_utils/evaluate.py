@@ -53,6 +53,7 @@ from .decoding import decode
 from .device import model_device
 from .metrics import attention_aer, bleu_by_length, bootstrap_bleu, corpus_bleu, group_references
 from .modes import evaluation_mode
+from .ngram import BOUNDARY
 
 if TYPE_CHECKING:
     from .induction import RepeatedSegments
@@ -423,13 +424,25 @@ def losses_by_window(model: nn.Module, sequences, context: int) -> torch.Tensor:
     return torch.cat(rows)
 
 
-def ngram_losses_by_window(lm, sequences, context: int) -> torch.Tensor:
+def ngram_losses_by_window(lm, sequences, context: int, bos: int | None = None) -> torch.Tensor:
     """``losses_by_window`` for a fitted ``ngram.KneserNeyLM`` on the same windows: the n-gram model
     sees only the window's tokens (the last ``order - 1`` of them), as the network does, and the
-    boundary padding where the window has fewer."""
+    boundary padding where the window has fewer.
+
+    ``bos``: the token that starts each sequence for the network (its ``<bos>``), if the sequences hold
+    one. The n-gram model pads a sequence's start with its own boundary ``"<s>"`` instead, so a ``bos``
+    in a window's context is read as that boundary: both models then know where a chapter starts."""
     if not getattr(lm, "fitted", False) or not hasattr(lm, "logprob"):
         raise ValueError(f"lm must be a fitted KneserNeyLM, got {type(lm).__name__}")
+    if bos is not None:
+        bos = _token_ids([bos], "bos")[0]
     windows = [w.tolist() if isinstance(w, torch.Tensor) else list(w) for w in position_windows(sequences, context)]
+    windows = [[BOUNDARY if t == bos else t for t in w] for w in windows]
+    unknown = next((t for w in windows for t in w if t != BOUNDARY and not lm._known(t)), None)
+    if unknown is not None:
+        hint = "" if bos is not None else " (if it is the <bos> that starts each sequence, pass bos=its id)"
+        raise ValueError(f"sequences hold the token {unknown!r}, which is not in the n-gram model's "
+                         f"vocabulary{hint}")
     return torch.tensor([[-lm.logprob(w[j + 1], w[:j + 1]) for j in range(context)] for w in windows],
                         dtype=torch.float64)  # (windows, context)
 

@@ -173,6 +173,27 @@ def test_ngram_losses_by_window_score_the_same_windows_with_the_window_as_contex
         ngram_losses_by_window(KneserNeyLM(2, range(3)), seqs, context=4)
 
 
+def test_ngram_losses_by_window_read_the_networks_bos_as_the_boundary():
+    """Sequences as the network reads them start with <bos> (id 9 here), which the n-gram model never counts:
+    it pads a sequence's start with "<s>". With ``bos=9`` the first window's contexts begin with that
+    boundary, by hand; without it the unknown token is named, with the hint."""
+    from attn_utils.ngram import KneserNeyLM
+
+    texts = [[0, 1, 2, 1, 2, 0, 1, 2, 2], [2, 1, 0, 1, 2]]
+    lm = KneserNeyLM(3, range(3)).fit(texts)
+    seqs = [torch.tensor([9] + t) for t in texts]
+    got = ngram_losses_by_window(lm, seqs, context=4, bos=9)
+    windows = [["<s>", 0, 1, 2, 1], [1, 2, 0, 1, 2], ["<s>", 2, 1, 0, 1]]
+    want = [[-math.log(lm.prob(w[j + 1], w[:j + 1])) for j in range(4)] for w in windows]
+    torch.testing.assert_close(got, torch.tensor(want, dtype=torch.float64), rtol=1e-12, atol=0)
+    # the first prediction of a text is the n-gram model's own first-token probability
+    assert got[0, 0].item() == pytest.approx(-lm.sequence_logprobs([0])[0], rel=1e-12)
+    with pytest.raises(ValueError, match=r"the token 9, which is not in the n-gram model's vocabulary \(if it"):
+        ngram_losses_by_window(lm, seqs, context=4)
+    with pytest.raises(ValueError, match="bos must be"):
+        ngram_losses_by_window(lm, seqs, context=4, bos=-1)
+
+
 def test_hidden_token_scores_give_the_guess_and_the_true_tokens_log_probability():
     torch.manual_seed(0)
     model = MaskedLanguageModel(12, 16, 32, 2, 1, max_len=16).double().eval()
