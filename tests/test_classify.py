@@ -81,6 +81,48 @@ def test_model_objective_is_minimised_and_cross_entropy_recorded():
     assert history.loss[0] == pytest.approx(first, rel=0.5)
 
 
+def test_val_evidence_records_the_hit_rate_and_leaves_training_alone():
+    """_PickOne's weights are the same for every example: position 0 first (query -1, -1, -1), position 3 once
+    trained. With the evidence on position 3 for 16 of 64 validation examples and on 0 for the rest, the hit rate
+    is 48 / 64 = 0.75 while position 0 has the largest weight and 16 / 64 = 0.25 once position 3 has it."""
+    val_inputs, val_labels = _data(64, seed=1)
+    evidence = torch.cat([torch.full((16,), 3), torch.zeros(48, dtype=torch.long)])
+    inputs, labels = _data()
+    histories = []
+    for options in ({}, {"val_evidence": evidence}):
+        torch.manual_seed(0)
+        histories.append(train_classifier(_PickOne(), inputs, labels, max_steps=200, batch_size=32, lr=0.1,
+                                          val=(val_inputs, val_labels), eval_every=100, progress=False, **options))
+    plain, with_hits = histories
+    assert with_hits.loss == plain.loss  # bit for bit: recording the hit rate changes no step
+    assert with_hits.evals["val_accuracy"] == plain.evals["val_accuracy"] == [1.0, 1.0]
+    assert with_hits.evals["val_hit_rate"] == [0.25, 0.25] and "val_hit_rate" not in plain.evals
+    barely = train_classifier(_PickOne(), inputs, labels, max_steps=1, batch_size=32, lr=1e-6,
+                              val=(val_inputs, val_labels), eval_every=1, val_evidence=evidence, progress=False)
+    assert barely.evals["val_hit_rate"] == [0.75]
+
+
+def test_val_evidence_is_checked_before_training():
+    inputs, labels = _data()
+    val = _data(8, seed=1)
+    with pytest.raises(ValueError, match=r"val_evidence .*\(no val given\)"):
+        train_classifier(_PickOne(), inputs, labels, max_steps=1, val_evidence=torch.zeros(8, dtype=torch.long),
+                         progress=False)
+    with pytest.raises(ValueError, match=r"one position per validation label \(8,\), got \(7,\)"):
+        train_classifier(_PickOne(), inputs, labels, max_steps=1, val=val,
+                         val_evidence=torch.zeros(7, dtype=torch.long), progress=False)
+
+    class NoWeights(_PickOne):
+        def forward(self, x):
+            logits = super().forward(x)
+            self.attention_weights = None
+            return logits
+
+    with pytest.raises(ValueError, match="keeps no attention_weights|keeps none"):
+        train_classifier(NoWeights(), inputs, labels, max_steps=1, val=val, eval_every=1,
+                         val_evidence=torch.zeros(8, dtype=torch.long), progress=False)
+
+
 def test_evidence_hit_rate_counts_argmax_matches():
     weights = torch.tensor([[0.1, 0.7, 0.2], [0.5, 0.25, 0.25], [0.2, 0.2, 0.6], [0.4, 0.4, 0.2]])
     assert evidence_hit_rate(weights, torch.tensor([1, 0, 0, 1])) == 0.5  # ties go to the first
