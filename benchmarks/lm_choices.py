@@ -51,16 +51,23 @@ MASKED_VARIANTS = {"rotary, mask rate 0.4 (section 11.1)": ("rotary", 0.4),
 FIRST_TOKEN = 3  # ids below it are <pad>, <bos> and <mask>
 
 
+def train_causal(data, scheme: str, seed: int, steps: int, device):
+    """Section 11.1's GPT-style model with ``position_scheme=scheme``, trained by its recipe for ``steps``
+    steps from ``seed``: ``(model, history)``."""
+    set_seed(seed)
+    model = CausalLanguageModel(data.vocab_size, position_scheme=scheme, **SIZES).to(device)
+    history = train_causal_text_lm(model, torch.cat(data.train), context=CONTEXT, max_steps=steps, seed=seed,
+                                   pad=data.pad)
+    return model, history
+
+
 def causal_runs(data, seeds, steps, test, characters, device) -> dict:
     """{variant: [{"seed", "test_bits_per_character", "seconds"}, ...]} for the causal model."""
-    stream = torch.cat(data.train)
     runs = {}
     for name, scheme in CAUSAL_VARIANTS.items():
         runs[name] = []
         for seed in seeds:
-            set_seed(seed)
-            model = CausalLanguageModel(data.vocab_size, position_scheme=scheme, **SIZES).to(device)
-            history = train_causal_text_lm(model, stream, context=CONTEXT, max_steps=steps, seed=seed, pad=data.pad)
+            model, history = train_causal(data, scheme, seed, steps, device)
             nats, _ = text_nats(model, [t.to(device) for t in test], CONTEXT)
             runs[name].append({"seed": seed, "test_bits_per_character": bits_per_character(nats, characters),
                                "seconds": history.train_seconds})
