@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -9,7 +15,9 @@ from attn_utils.data.reviews import make_review_data
 from attn_utils.evaluate import accuracy
 from attn_utils.han import FlatDocumentClassifier, HierarchicalAttentionNetwork, display_weights, pool_words
 from attn_utils.tolerance import assert_close
-from attn_utils.trainers import train_classifier
+from attn_utils.trainers import train_classifier, train_seeds
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # ----------------------------------------------------------------------------------------------
 # The models
@@ -185,3 +193,59 @@ def test_any_device(any_device):
     assert_close(model.word_attention_weights, want_words)
     flat = FlatDocumentClassifier(20, 5, 4, 6, 3, pooling="attention").to(any_device)
     assert flat(ids.to(any_device)).device.type == any_device.type
+
+
+# ----------------------------------------------------------------------------------------------
+# benchmarks/han_choices.py: section 7.3's classifiers over seeds and learning rates
+# ----------------------------------------------------------------------------------------------
+
+def _han_choices():
+    spec = importlib.util.spec_from_file_location("han_choices", ROOT / "benchmarks" / "han_choices.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_choice_of_learning_rate_is_the_best_mean_validation_accuracy():
+    choose_lr = _han_choices().choose_lr
+    def runs_of(*accuracies):
+        return [{"seed": seed, "val_accuracy": a} for seed, a in enumerate(accuracies)]
+
+    runs = {1e-3: runs_of(0.9, 0.5), 5e-3: runs_of(0.6, 0.9, 0.0), 1e-2: runs_of(0.8, 0.6)}  # means 0.7, -, 0.7
+    assert choose_lr(runs, [0, 1]) == 5e-3  # 0.75 over seeds 0 and 1; seed 2 is not counted
+    assert choose_lr(runs, [0, 1, 2]) == 1e-3  # 0.5 for 5e-3 now; 1e-3 and 1e-2 tie, the first wins
+
+
+def test_the_choices_benchmark_runs_the_sections_code_path_and_stores_its_numbers(tmp_path, one_thread):
+    out = tmp_path / "choices.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / "han_choices.py"), "--quick", "--out", str(out)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    record = json.loads(out.read_text())
+    models = ["HAN", "HN-AVE", "flat, attention", "flat, mean"]
+    assert list(record["sweep"]) == models and set(record["chosen_lr"]) == set(models)
+    for name in models:
+        chosen = record["chosen_lr"][name]
+        assert chosen in record["lrs"]
+        for lr in record["lrs"]:
+            seeds = [r["seed"] for r in record["sweep"][name][f"{lr:g}"]["runs"]]
+            assert seeds == (record["seeds"] if lr == chosen else record["sweep_seeds"])
+    assert list(record["explanation"]) == ["20 steps", "120 reviews, 20 steps"]
+    for condition in record["explanation"].values():
+        for name in ("HAN", "HN-AVE"):
+            runs = condition[name]["runs"]
+            assert [r["seed"] for r in runs] == record["seeds"]
+            assert all(r["steps"] == 20 and r["val_curve"]["steps"] == [10, 20] for r in runs)
+    assert "hit_rate" in record["sweep"]["HAN"]["0.005"]["runs"][0]
+    # the stored run is section 7.3's: train_seeds with its data, sizes and options gives the same numbers
+    data = make_review_data(1200, 40, 40, seed=0, rare_prob=0.5)
+    stored = record["sweep"]["HAN"]["0.005"]["runs"][0]
+    run = train_seeds(lambda: HierarchicalAttentionNetwork(len(data.vocab), 32, 32, 32, 32, 2), data.train.inputs,
+                      data.train.labels, seeds=[0], progress=False, max_steps=10, batch_size=64, lr=5e-3,
+                      val=(data.val.inputs, data.val.labels), eval_every=10)
+    assert stored["test_accuracy"] == accuracy(run.models[0], data.test.inputs, data.test.labels)
+    assert stored["val_accuracy"] == run.histories[0].evals["val_accuracy"][-1]
+    # --resume trains nothing again
+    again = subprocess.run(command + ["--resume"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert again.returncode == 0 and ", seed " not in again.stdout
+    assert json.loads(out.read_text())["sweep"] == record["sweep"]
