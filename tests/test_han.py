@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -10,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from benchmark_modules import load_benchmark
 
 from attn_utils.data.reviews import make_review_data
 from attn_utils.evaluate import accuracy
@@ -199,15 +199,8 @@ def test_any_device(any_device):
 # benchmarks/han_choices.py: section 7.3's classifiers over seeds and learning rates
 # ----------------------------------------------------------------------------------------------
 
-def _han_choices():
-    spec = importlib.util.spec_from_file_location("han_choices", ROOT / "benchmarks" / "han_choices.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_choice_of_learning_rate_is_the_best_mean_validation_accuracy():
-    choose_lr = _han_choices().choose_lr
+    choose_lr = load_benchmark("han_choices").choose_lr
     def runs_of(*accuracies):
         return [{"seed": seed, "val_accuracy": a} for seed, a in enumerate(accuracies)]
 

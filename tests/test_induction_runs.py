@@ -6,7 +6,6 @@ that model (test copy accuracy, the ablations, the halfway steps)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from benchmark_modules import load_benchmark
 
 from attn_utils import CausalLanguageModel, set_seed
 from attn_utils.evaluate import copy_accuracy, copy_scores
@@ -24,15 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "induction_runs.py"
 
 
-def _benchmark():
-    spec = importlib.util.spec_from_file_location("induction_runs", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_a_run_is_the_sections_recipe(one_thread):
-    benchmark = _benchmark()
+    benchmark = load_benchmark("induction_runs")
     test = repeated_segments(40, 32, 128, 4, 12, generator=torch.Generator().manual_seed(12345))
     probe = test[:10]
     ours, history = benchmark.train(2, "rotary", seed=1, steps=6, eval_every=3, probe=probe)
@@ -62,11 +55,11 @@ def test_the_benchmark_runs_and_stores_numbers_read_from_its_models(tmp_path, on
         assert 0 <= run["copy_accuracy_test"] <= 1
         assert len(run["evals"]["copy accuracy"]) == 2
     two = record["two layers, rotary"][0]
-    assert set(two["ablations_test"]) == set(_benchmark().ABLATIONS)
+    assert set(two["ablations_test"]) == set(load_benchmark("induction_runs").ABLATIONS)
     assert set(two["halfway_steps"].values()) <= {10, 20}
     assert list(record["segment lengths"]) == ["2-3", "4-12", "13-16"]
     # the stored test accuracy and one ablation are those of the section's model, retrained here
-    benchmark = _benchmark()
+    benchmark = load_benchmark("induction_runs")
     test = repeated_segments(2000, 32, 128, 4, 12, generator=torch.Generator().manual_seed(12345))
     model, _ = benchmark.train(2, "rotary", seed=0, steps=20, eval_every=10, probe=test[:500])
     assert two["copy_accuracy_test"] == copy_accuracy(model, test)

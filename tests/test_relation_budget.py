@@ -8,13 +8,13 @@ vocabulary and a training batch of shape (400, 29)) and, run for run, the same m
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import torch
+from benchmark_modules import load_benchmark
 
 from attn_utils import AttentionBiLSTM
 from attn_utils.data.relations import LABELS
@@ -24,22 +24,15 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "relation_budget.py"
 
 
-def _benchmark():
-    spec = importlib.util.spec_from_file_location("relation_budget", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_its_data_is_the_sections():
-    data = _benchmark().section_data()
+    data = load_benchmark("relation_budget").section_data()
     assert data["vocab_size"] == 252  # as section 7.2 prints
     assert tuple(data["train"].tokens.shape) == (400, 29)
     assert [len(data[name].labels) for name in ("val", "test", "3 distractors", "long")] == [500, 1000, 1000, 1000]
 
 
 def test_a_run_is_the_sections_training_run():
-    benchmark = _benchmark()
+    benchmark = load_benchmark("relation_budget")
     previous = torch.get_num_threads()
     try:
         result = benchmark.run(("attention", 5e-3, 1, 6, 3, 1))
