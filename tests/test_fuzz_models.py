@@ -29,7 +29,16 @@ from hypothesis import strategies as st
 from matplotlib import pyplot as plt
 from simulated_accelerator import ACCELERATOR, SimulatedAccelerator
 from test_fuzz_arguments import FUZZ
-from test_fuzz_more_arguments import INF, NAN, NOT_BOOLS, NOT_POSITIVE_INTS, expect, finite, seeded
+from test_fuzz_more_arguments import (
+    INF,
+    NAN,
+    NOT_BOOLS,
+    NOT_POSITIVE_INTS,
+    draw_arguments,
+    expect,
+    finite,
+    seeded,
+)
 from torch import nn
 
 from attn_utils import diagrams
@@ -98,17 +107,6 @@ def either(call, named: str, validate=None):
     if validate is not None:
         validate(out)
     return out
-
-
-def constructor_case(data, good: dict, bad: dict, spoiled):
-    """Like ``draw_arguments``: keyword arguments from ``good``'s strategies, one replaced by a bad value."""
-    kwargs = {name: data.draw(strategy, label=name) for name, strategy in good.items()}
-    if spoiled is None:
-        return kwargs, None
-    values, named = bad[spoiled]
-    kwargs[spoiled] = data.draw(st.sampled_from(values), label=f"bad {spoiled}")
-    event(f"bad {spoiled}: {kwargs[spoiled]!r:.40}")
-    return kwargs, named
 
 
 def sizes(*names, low=1, high=3):
@@ -236,7 +234,7 @@ CONSTRUCTOR_CASES = [(name, spoiled) for name, (_, _, bad) in CONSTRUCTORS.items
 @given(st.data())
 def test_constructors_build_or_name_the_argument(name, spoiled, data):
     build, good, bad = CONSTRUCTORS[name]
-    kwargs, named = constructor_case(data, good, bad, spoiled)
+    kwargs, named = draw_arguments(data, good, bad, spoiled)
     expect(lambda: build(**kwargs), named, lambda module: isinstance(module, nn.Module) or pytest.fail(module))
 
 
@@ -356,7 +354,7 @@ def test_decoding_returns_tokens_of_the_vocabulary_or_names_the_argument(kind, s
     batch = 0 if spoiled == "empty batch" else batch
     src = torch.randint(0, V, (batch, src_steps), generator=gen)
     lens = data.draw(st.sampled_from([None, torch.full((batch,), src_steps)]), label="src_valid_lens")
-    kwargs, named = constructor_case(data, {
+    kwargs, named = draw_arguments(data, {
         "bos": st.integers(0, V - 1), "eos": st.sampled_from([*range(V), None] if search == "greedy" else range(V)),
         "max_len": st.integers(1, 3), "beam_size": st.integers(1, 3), "alpha": st.sampled_from([0.0, 0.75])}, {
         "bos": ([V, V + 5, -1, True, 1.0, "1", None], r"\bbos\b"),
@@ -633,7 +631,7 @@ def test_nadaraya_watson_returns_finite_weighted_averages_or_names_the_argument(
     gen = seeded(data)
     queries, keys = torch.rand(num_q, generator=gen).to(dtype) * 5, torch.rand(num_k, generator=gen).to(dtype) * 5
     values = torch.randn(num_k, generator=gen).to(dtype)
-    kwargs, named = constructor_case(data, {"width": st.sampled_from([0.5, 3, 1e-9, INF, torch.full((num_q, num_k),
+    kwargs, named = draw_arguments(data, {"width": st.sampled_from([0.5, 3, 1e-9, INF, torch.full((num_q, num_k),
                                                                                                       0.5)])}, {
         "width": ([0, -1.0, NAN, True, "1", None, torch.tensor([1.0] * (num_k + 1)), torch.tensor([0.5, -0.5])],
                   r"\bwidth\b")}, "width" if spoiled == "width" else None)
@@ -666,7 +664,7 @@ def test_nadaraya_watson_returns_finite_weighted_averages_or_names_the_argument(
 @settings(FUZZ, max_examples=10)
 @given(st.data())
 def test_kernel_regression_data_and_measurements_are_finite_or_name_the_argument(spoiled, data):
-    kwargs, named = constructor_case(data, {
+    kwargs, named = draw_arguments(data, {
         "n": st.integers(0, 4), "repeats": st.sampled_from([None, 0, 2]), "noise": st.sampled_from([0.0, 0.5]),
         "high": st.sampled_from([0.0, 5.0]), "dtype": st.sampled_from([torch.float32, torch.float64])}, {
         "n": ([-1, True, 2.0, "3", None], r"\bn must be a non-negative integer"),
@@ -701,7 +699,7 @@ def test_scoring_functions_return_finite_scores_or_name_the_argument(spoiled, ba
     gen = seeded(data)
     q, k = torch.randn(batch, num_q, 3, generator=gen).to(dtype), torch.randn(batch, num_k, 3, generator=gen).to(dtype)
     shape = (batch, num_q, num_k)
-    kwargs, named = constructor_case(data, {
+    kwargs, named = draw_arguments(data, {
         "scale": st.sampled_from([None, 1.0, 0.5, 2]), "beta": st.sampled_from([1.0, 10, torch.ones(batch, num_q, 1)]),
         "eps": st.sampled_from([1e-8, 1.0]), "num_keys": st.integers(0, num_k),
         "W_a": st.just(torch.randn(3, 3, generator=gen).to(dtype))}, {
@@ -729,7 +727,7 @@ def test_lookups_return_finite_averages_or_name_the_argument(spoiled, num_q, num
     gen = seeded(data)
     queries, keys, values = (torch.randn(num_q, 2, generator=gen), torch.randn(num_k, 2, generator=gen),
                              torch.randn(num_k, generator=gen))
-    kwargs, named = constructor_case(data, {"temperature": st.sampled_from([1.0, 1e-3, 1e6, INF, 2])}, {
+    kwargs, named = draw_arguments(data, {"temperature": st.sampled_from([1.0, 1e-3, 1e6, INF, 2])}, {
         "temperature": ([0, -1.0, NAN, True, "1", None, torch.tensor([1.0, -1.0])], r"\btemperature must be")},
         "temperature" if spoiled == "temperature" else None)
     if spoiled == "values":
@@ -928,7 +926,7 @@ def test_transformer_blocks_keep_the_shape_or_name_the_input(block, spoiled, bat
 @settings(FUZZ, max_examples=10)
 @given(st.data())
 def test_self_attention_context_fits_its_positions_or_names_the_argument(spoiled, data):
-    kwargs, named = constructor_case(data, {
+    kwargs, named = draw_arguments(data, {
         "T": st.integers(0, 3), "P": st.integers(0, 3), "offset": st.integers(0, 3),
         "position_scheme": st.sampled_from(SCHEMES), "window": st.sampled_from([None, 1, 2, 8]),
         "causal": st.just(True)}, {
@@ -966,7 +964,7 @@ def copying_model() -> CausalLanguageModel:
 @settings(FUZZ, max_examples=8)
 @given(st.data())
 def test_copying_task_and_head_scores_are_defined_or_name_the_argument(spoiled, data):
-    kwargs, named = constructor_case(data, {
+    kwargs, named = draw_arguments(data, {
         "num_sequences": st.integers(1, 2), "length": st.integers(6, 8), "vocab_size": st.integers(4, 8),
         "min_segment": st.just(2), "max_segment": st.integers(2, 3), "first_token": st.integers(0, 1),
         "generator": st.just(None)}, {
