@@ -211,10 +211,9 @@ def main():
                          if chosen else ""))
 
     if "explanation" in args.parts:
-        conditions = {f"{args.long_steps:,} steps": SECTION["num_train"],
-                      f"{args.many_reviews:,} reviews, {args.long_steps:,} steps": args.many_reviews}
-        conditions = {k: v for k, v, short in zip(conditions, conditions.values(), ("long", "many"))
-                      if short in args.conditions}
+        every = {"long": (f"{args.long_steps:,} steps", SECTION["num_train"]),
+                 "many": (f"{args.many_reviews:,} reviews, {args.long_steps:,} steps", args.many_reviews)}
+        conditions = dict(every[short] for short in every if short in args.conditions)
         rates = f"learning rate {args.explanation_lr:g}" if args.explanation_lr else "their chosen rates"
         print(f"\nthe hierarchical models at {rates}, {args.long_steps} steps (their first {steps} are the "
               "section's)")
