@@ -107,6 +107,16 @@ def run_job(job: dict) -> dict:
     return row
 
 
+def data_record(data, train_pairs: int) -> dict:
+    """The ``corpus`` and ``test_set`` entries of a stored record: what the runs read and were scored on."""
+    return {
+        "corpus": {"summary": data.summary(), "pairs_in_file": len(data.corpus),
+                   "longest_english_tokens": max(len(s) for s in data.corpus.src), "train_pairs": train_pairs,
+                   "buckets": [list(b) for b in data.split.buckets]},
+        "test_set": {"references": [" ".join(t) for t in data.test.tgt], "lengths": [len(s) for s in data.test.src]},
+    }
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=list(BOOK_RECIPES), choices=list(BOOK_RECIPES))
@@ -132,10 +142,7 @@ def main(argv=None) -> int:
                      + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))],
         "commit": commit(), "machine": machine(args.threads, args.workers), "torch": torch.__version__,
         "device": args.device, "date": datetime.date.today().isoformat(),
-        "corpus": {"summary": data.summary(), "pairs_in_file": len(data.corpus),
-                   "longest_english_tokens": max(len(s) for s in data.corpus.src), "train_pairs": TRAIN_PAIRS,
-                   "buckets": [list(b) for b in data.split.buckets]},
-        "test_set": {"references": [" ".join(t) for t in data.test.tgt], "lengths": [len(s) for s in data.test.src]},
+        **data_record(data, TRAIN_PAIRS),
         "budget": {"steps": args.steps, "batch_size": BOOK_BATCH,
                    "eval_points": EVAL_POINTS, "bootstrap_samples": BOOTSTRAP_SAMPLES},
         "recipes": {name: BOOK_RECIPES[name]._asdict() for name in args.models},

@@ -54,7 +54,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from compare_translators import BOOTSTRAP_SAMPLES, TRAIN_PAIRS, commit, machine
+from compare_translators import BOOTSTRAP_SAMPLES, TRAIN_PAIRS, commit, data_record, machine
 from compare_translators import RESULTS as COMPARISON
 
 from attn_utils.compare import BOOK_BATCH, BOOK_RECIPES, BOOK_STEPS, book_settings, recipe_design, train_recipe
@@ -281,11 +281,7 @@ def header(args, argv: list[str], data: TranslationData, num_samples: int) -> di
         "commands": [shlex.join(["python", "benchmarks/seq2seq_exercises.py", *argv])],
         "commit": commit(), "machine": machine(args.threads, args.workers), "torch": torch.__version__,
         "device": args.device, "date": datetime.date.today().isoformat(),
-        "corpus": {"summary": data.summary(), "pairs_in_file": len(data.corpus),
-                   "longest_english_tokens": max(len(s) for s in data.corpus.src),
-                   "train_pairs": QUICK["num_train"] if args.quick else TRAIN_PAIRS,
-                   "buckets": [list(b) for b in data.split.buckets]},
-        "test_set": {"references": [" ".join(t) for t in data.test.tgt], "lengths": [len(s) for s in data.test.src]},
+        **data_record(data, QUICK["num_train"] if args.quick else TRAIN_PAIRS),
         "budget": {"steps": args.steps, "batch_size": BOOK_BATCH, "bootstrap_samples": num_samples,
                    "beam_size": BEAM_SIZE, "alphas": list(ALPHAS), "quick": args.quick},
         "variants": VARIANTS,
