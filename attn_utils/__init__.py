@@ -118,7 +118,6 @@ from .evaluate import translate as translate
 from .evaluate import translate_split as translate_split
 from .losses import sequence_loss as sequence_loss
 from .metrics import bleu_by_length as bleu_by_length
-from .metrics import bootstrap_bleu as bootstrap_bleu
 from .metrics import corpus_bleu as corpus_bleu
 from .plot import plot_history as plot_history
 from .seq2seq import EncoderDecoder as EncoderDecoder
@@ -140,7 +139,6 @@ from .metrics import attention_aer as attention_aer
 from .compare import BOOK_RECIPES as BOOK_RECIPES
 from .compare import BOOK_STEPS as BOOK_STEPS
 from .compare import compare_translators as compare_translators
-from .compare import format_table as format_table
 from .compare import train_recipe as train_recipe
 from .luong import LuongDecoder as LuongDecoder
 from .luong import local_attention_weights as local_attention_weights

@@ -175,19 +175,3 @@ def compare_translators(data, names=None, *, recipes: bool = False, **kwargs) ->
         models[name], row = train_and_score(name, data, **{**(recipe_design(name) if recipes else {}), **kwargs})
         rows.append(row)
     return models, rows
-
-
-def format_table(rows: list[dict], bleu_label: str = "test BLEU") -> str:
-    """The rows (of ``compare_translators``: dicts with ``model``, ``bleu``, ``parameters``, ``seconds_per_epoch``
-    and ``aer``) as a fixed-width text table (AER shown as '-' for models without attention)."""
-    needed = ("model", "bleu", "parameters", "seconds_per_epoch")
-    if not isinstance(rows, (list, tuple)) or not all(isinstance(r, dict) and all(k in r for k in needed)
-                                                      for r in rows):
-        raise ValueError(f"rows must be a list of dicts with {list(needed)} (compare_translators' rows), got "
-                         f"{rows!r:.80}")
-    lines = [f"{'model':<15} {bleu_label:>10} {'AER':>6} {'parameters':>11} {'s/epoch':>8}"]
-    for r in rows:
-        aer = "-" if r.get("aer") is None else f"{r['aer']:.3f}"
-        lines.append(f"{r['model']:<15} {r['bleu']:>10.1f} {aer:>6} {r['parameters']:>11,} "
-                     f"{r['seconds_per_epoch']:>8.1f}")
-    return "\n".join(lines)

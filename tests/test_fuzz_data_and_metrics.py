@@ -1263,8 +1263,6 @@ def test_load_stored_run_names_a_name_that_is_no_string(bad, named):
 
 @pytest.mark.parametrize("call, named", [
     (lambda: compare.book_settings(["Bahdanau"]), "name must be one of"),
-    (lambda: compare.format_table(None), "rows must be"),
-    (lambda: compare.format_table([{"model": "a"}]), "rows must be"),
     (lambda: compare.compare_translators(None, names="Bahdanau"), "names must be"),
     (lambda: compare.compare_translators(None, names=[]), "names must be"),
     (lambda: compare.train_and_score("Bahdanau", _tiny_translator()[0], split="tests"), "split must be one of"),
@@ -1277,8 +1275,6 @@ def test_load_stored_run_names_a_name_that_is_no_string(bad, named):
 def test_comparisons_name_a_bad_argument_before_training(call, named):
     with pytest.raises(ValueError, match=named):
         call()
-    rows = [{"model": "Bahdanau", "bleu": 12.34, "aer": None, "parameters": 1234, "seconds_per_epoch": 5.0}]
-    assert compare.format_table(rows).splitlines()[1].split() == ["Bahdanau", "12.3", "-", "1,234", "5.0"]
     assert compare.book_settings("Bahdanau", 7)["max_steps"] == 7
 
 
