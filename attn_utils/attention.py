@@ -258,7 +258,10 @@ def fused_dot_product_attention(queries, keys, values, valid_lens=None, scale: f
     visible = None
     if mask is not None:
         visible = mask.any(dim=-1, keepdim=True)  # (..., Q or 1, 1): does the row see any key?
-        mask = mask | ~visible  # a fully masked row may look everywhere (finite), and is zeroed below
+        if visible.device.type == "cpu" and bool(visible.all()):  # free to read there: no row to zero, no copy
+            visible = None
+        else:
+            mask = mask | ~visible  # a fully masked row may look everywhere (finite), and is zeroed below
     if attn_bias is not None:
         check_bias(attn_bias, score_shape.shape)
         attn_bias = attn_bias.to(device=queries.device, dtype=queries.dtype)
