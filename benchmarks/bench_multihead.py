@@ -158,9 +158,10 @@ def main():
     device = torch.device(args.device) if args.device else get_device()
     print(f"multi-head self-attention, forward + backward, on {device} ({torch.get_num_threads()} CPU threads), "
           f"torch {torch.__version__}; ratios are time / torch's time (need_weights=False)")
-    results = run(device, QUICK_SIZES if args.quick else SIZES, 2 if args.quick else args.repeats)
+    repeats = 2 if args.quick else args.repeats
+    results = run(device, QUICK_SIZES if args.quick else SIZES, repeats)
     if args.out:
-        write_record(args.out, {"benchmark": "multihead", **environment(device), "repeats": args.repeats,
+        write_record(args.out, {"benchmark": "multihead", **environment(device), "repeats": repeats,
                                 "results": results})
 
 
