@@ -109,7 +109,8 @@ class LearnedPositionalEncoding(_Positions):
 
     def forward(self, X, offset: int = 0):
         self._check(X, offset)
-        return self.dropout(X + self.embedding.weight[offset:offset + X.shape[1]].unsqueeze(0))
+        # in X's dtype, as PositionalEncoding: half-precision X stays half (the gradient still reaches the weights)
+        return self.dropout(X + self.embedding.weight[offset:offset + X.shape[1]].unsqueeze(0).to(X.dtype))
 
 
 class NoPositionalEncoding(_Positions):

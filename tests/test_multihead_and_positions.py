@@ -303,6 +303,20 @@ def test_learned_positions_have_the_same_interface():
     assert sum(p.numel() for p in enc.parameters()) == 80
 
 
+def test_both_encodings_return_the_inputs_dtype_and_learned_ones_still_train():
+    """float16 X plus float32 positions used to come back float32 from the learned encoding only."""
+    for enc in (PositionalEncoding(8, 0.0, 10), LearnedPositionalEncoding(8, 0.0, 10)):
+        for dtype in (torch.float16, torch.bfloat16, torch.float64):
+            X = torch.zeros(2, 4, 8, dtype=dtype)
+            out = enc(X)
+            assert out.dtype == dtype, type(enc).__name__
+            torch.testing.assert_close(out[0], enc(X.float())[0].to(dtype))
+    enc = LearnedPositionalEncoding(8, 0.0, 10)
+    enc(torch.zeros(1, 3, 8, dtype=torch.float16)).float().sum().backward()
+    torch.testing.assert_close(enc.embedding.weight.grad[:3], torch.ones(3, 8))
+    assert enc.embedding.weight.grad[3:].abs().sum() == 0
+
+
 @pytest.mark.parametrize("call, message", [
     (lambda: PositionalEncoding(7, 0.0), "even"),
     (lambda: sinusoidal_encoding(0, 4), "max_len"),
