@@ -829,6 +829,13 @@ def test_fit_names_an_evaluate_value_that_is_not_one_number():
                 progress=False)
 
 
+def test_exercise_checker_refuses_the_meta_device_by_name():
+    """Meta tensors have shapes and no values: every case failed with an error about the meta device."""
+    for device in ("meta", torch.device("meta")):
+        with pytest.raises(ValueError, match=r"device 'meta' holds shapes but no values"):
+            grade(LABEL, _correct, device=device)
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_exercise_checker_names_a_device_this_machine_lacks():
     """The case inputs' .to("cuda") raised AssertionError, which reads like an ExerciseFailed."""

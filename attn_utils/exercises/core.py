@@ -350,6 +350,9 @@ def run_cases(label: str, fn: Callable, device=None, timeout: float | None = DEF
         device = torch.device("cpu" if device is None else device)
     except (RuntimeError, TypeError) as err:
         raise ValueError(f"device must be a torch.device or a name such as 'cpu' or 'cuda', got {device!r}") from err
+    if device.type == "meta":  # tensors without values: every case would fail with an obscure error
+        raise ValueError("device 'meta' holds shapes but no values, so no answer can be checked there; leave "
+                         "device out to check on the CPU")
     try:  # a device this machine lacks fails here, not as an AssertionError (an ExerciseFailed look-alike) later
         torch.empty(0, device=device)
     except (RuntimeError, AssertionError) as err:
