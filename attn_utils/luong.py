@@ -141,7 +141,7 @@ class LuongDecoder(Decoder):
     has_attention = True
     state_batch_dims = (0, 0, 1, 0, None)
 
-    def __init__(self, vocab_size: int, embed_size: int, num_hiddens: int, num_layers: int = 2,
+    def __init__(self, vocab_size: int, embed_size: int, num_hiddens: int, num_layers: int = 1,
                  score: str = "general", local: str | None = None, half_width: int = 5, input_feeding: bool = True,
                  dropout: float = 0.0, scaled: bool = False):
         super().__init__()
@@ -228,7 +228,7 @@ class LuongDecoder(Decoder):
 
 
 def make_luong(src_vocab_size: int, tgt_vocab_size: int, embed_size: int = 256, num_hiddens: int = 256,
-               num_layers: int = 2, score: str = "general", local: str | None = None, half_width: int = 5,
+               num_layers: int = 1, score: str = "general", local: str | None = None, half_width: int = 5,
                input_feeding: bool = True, dropout: float = 0.0, scaled: bool = False) -> EncoderDecoder:
     """Luong et al.'s translator: chapter 4's ``Seq2SeqEncoder`` and a ``LuongDecoder``, config recorded (the
     arguments as ``LuongDecoder`` takes them; vocabulary sizes positive ints)."""

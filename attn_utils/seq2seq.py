@@ -264,8 +264,9 @@ class Seq2SeqDecoder(Decoder):
 
 
 def make_seq2seq(src_vocab_size: int, tgt_vocab_size: int, embed_size: int = 256, num_hiddens: int = 256,
-                 num_layers: int = 2, dropout: float = 0.0) -> EncoderDecoder:
-    """A GRU encoder–decoder without attention, with its config recorded for checkpoints.
+                 num_layers: int = 1, dropout: float = 0.0) -> EncoderDecoder:
+    """A GRU encoder–decoder without attention, with its config recorded for checkpoints. ``num_layers``
+    defaults to 1, as in every builder of the package and every book recipe (d2l's examples use 2).
 
     Sizes are positive ints; ``dropout`` in ``[0, 1)`` acts between GRU layers (so only with ``num_layers > 1``)."""
     check_sizes(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size)

@@ -3,6 +3,7 @@ incremental decoding, and training runs that only succeed when attention works."
 
 from __future__ import annotations
 
+import inspect
 import math
 from types import SimpleNamespace
 
@@ -22,6 +23,7 @@ from attn_utils.attention import (
 from attn_utils.bahdanau import BahdanauDecoder, make_bahdanau
 from attn_utils.compare import (
     GRAMMAR_SETTINGS,
+    build_and_train,
     compare_translators,
     grammar_settings,
     recipe_design,
@@ -703,3 +705,11 @@ def test_bahdanau_uniform_averages_the_annotations_and_trains_no_score(grammar):
     assert not rebuilt.decoder.attention.w_v.weight.requires_grad and rebuilt.config["uniform"] is True
     with pytest.raises(ValueError, match="uniform must be True or False"):
         make_bahdanau(10, 10, 8, 8, uniform="yes")
+
+
+def test_every_builder_of_a_recurrent_translator_defaults_to_one_layer():
+    """One default depth: the model builders used to take 2 layers by default and the comparison's builders 1."""
+    for builder in (make_seq2seq, make_luong, LuongDecoder, build_translator, build_and_train):
+        assert inspect.signature(builder).parameters["num_layers"].default == 1, builder.__name__
+    for model in (make_seq2seq(V_SRC, V_TGT, E, H), make_luong(V_SRC, V_TGT, E, H)):
+        assert model.encoder.rnn.num_layers == model.decoder.rnn.num_layers == model.config["num_layers"] == 1
