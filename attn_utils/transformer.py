@@ -7,7 +7,9 @@ recurrent models (``train_seq2seq``, ``greedy_decode``, ``beam_search``).
 
 *Post-norm* (the paper): ``LN(X + sublayer(X))``. *Pre-norm* (``norm_first=True``, as in most
 models since): ``X + sublayer(LN(X))``, plus one final layer norm after the stack; the residual
-path then carries the input untouched through every block.
+path then carries the input untouched through every block. The defaults follow one rule: the
+classes with d2l's names keep d2l's default, post-norm (``norm_first=False``), so they compute what
+d2l's do; the models the course builds (``make_transformer`` and the language models) are pre-norm.
 
 Incremental decoding: the decoder's state is a ``KVCache`` (``attn_utils.kv_cache``), every block's
 projected self-attention keys and values for the tokens decoded so far and the cross-attention
