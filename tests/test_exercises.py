@@ -98,6 +98,19 @@ def test_crash_and_near_misses_are_reported_by_case():
     message = grade("ch01-write-soft-lookup", crashes).message
     assert "raised RuntimeError: shapes do not match" in message and "Case '" in message
 
+    def exits(queries, keys, values, temperature):  # ended an instructor's whole grading loop before
+        sys.exit(3)
+
+    result = grade("ch01-write-soft-lookup", exits)
+    assert not result.passed and result.cases_passed == 0
+    assert "called exit() or sys.exit() (SystemExit: 3) instead of returning a result" in result.message
+
+    def interrupted(queries, keys, values, temperature):  # Ctrl-C still stops everything
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        grade("ch01-write-soft-lookup", interrupted)
+
     def unstable(queries, keys, values, temperature):  # the textbook formula without the row maximum
         w = torch.exp(-((queries[:, None] - keys[None]) ** 2).sum(-1) / temperature)
         return (w / w.sum(-1, keepdim=True)) @ values

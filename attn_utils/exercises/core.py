@@ -396,6 +396,10 @@ def _run_cases(label: str, fn: Callable, device: torch.device, timeout: float | 
         except Exception as error:  # the reader's code crashed: say on which case, and how
             failures.append((case.name, f"raised {type(error).__name__}: {error}"))
             continue
+        except SystemExit as error:  # exit() inside the answer: a wrong answer, not the end of a grading run
+            failures.append((case.name, f"called exit() or sys.exit() (SystemExit: {error.code!r}) instead of "
+                                        f"returning a result"))
+            continue
         changed = [i for i, (a, o) in enumerate(zip(args, originals)) if not _unchanged(a, o)]
         changed += [k for k in original_kwargs if not _unchanged(kwargs[k], original_kwargs[k])]
         if changed:
