@@ -120,7 +120,12 @@ def sample_from(probs: torch.Tensor, generator: torch.Generator | None = None) -
         raise ValueError("probs must be finite and non-negative, with a positive sum in every row")
     gen_device = generator.device if generator is not None else torch.device("cpu")
     u = torch.rand(probs.shape[0], 1, generator=generator, device=gen_device, dtype=torch.float64)
-    cdf = probs.double().cumsum(dim=-1)  # (batch, vocab)
+    p = probs.double()
+    # A row whose sum overflows (float64 values near 1e308) is divided by its largest value first; the
+    # others by exactly 1, so their draws are unchanged to the bit. No value is read: no host sync.
+    peak = p.amax(dim=-1, keepdim=True)  # (batch, 1)
+    scale = torch.where(p.sum(dim=-1, keepdim=True).isinf(), peak, torch.ones_like(peak))
+    cdf = (p / scale).cumsum(dim=-1)  # (batch, vocab)
     target = u.to(probs.device) * cdf[:, -1:]  # (batch, 1), below the total, so rounding cannot overshoot
     index = torch.searchsorted(cdf, target, right=True).squeeze(1)  # first index whose cdf exceeds target
     return index.clamp(max=probs.shape[-1] - 1)

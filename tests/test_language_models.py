@@ -336,6 +336,17 @@ def test_sample_from_inverts_the_cdf_by_hand():
     assert sample_from(probs, gen).tolist() == expected
 
 
+def test_sample_from_draws_rows_whose_sum_overflows_by_their_proportions():
+    """float64 values near 1e308 are finite, but their cumulative sum was inf: every draw was the last index."""
+    huge = torch.tensor([[1e308, 1e308, 0.0, 1e308], [0.2, 0.0, 0.5, 0.3]], dtype=torch.float64)
+    small = torch.tensor([[1.0, 1.0, 0.0, 1.0], [0.2, 0.0, 0.5, 0.3]], dtype=torch.float64)
+    draws = torch.stack([sample_from(huge, gen) for gen in [torch.Generator().manual_seed(s) for s in range(300)]])
+    same = torch.stack([sample_from(small, gen) for gen in [torch.Generator().manual_seed(s) for s in range(300)]])
+    assert torch.equal(draws, same)  # the same uniform numbers land on the same tokens
+    counts = torch.bincount(draws[:, 0], minlength=4)
+    assert counts[2] == 0 and (counts[[0, 1, 3]] > 60).all(), counts  # about 100 each, never the zero
+
+
 # --- generation ------------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("temperature,top_k", [(0.0, None), (1.0, None), (0.7, 5), (1.3, 1)])
