@@ -47,6 +47,14 @@ def kernels_of(step) -> collections.Counter:
     return recorded.counts
 
 
+def ours_and_torchs():
+    """Our layer and torch's, with the same weights."""
+    ours = MultiHeadAttention(D, HEADS, 0.0)
+    ref = nn.MultiheadAttention(D, HEADS, bias=False, batch_first=True)
+    copy_into_torch_attention(ours, ref)
+    return ours, ref
+
+
 def inputs():
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(BATCH, N, D, generator=gen, requires_grad=True)
@@ -56,9 +64,7 @@ def inputs():
 
 def test_the_floor_runs_exactly_the_products_of_one_step_of_ours_and_of_torch():
     x, lens, pad = inputs()
-    ours = MultiHeadAttention(D, HEADS, 0.0)
-    ref = nn.MultiheadAttention(D, HEADS, bias=False, batch_first=True)
-    copy_into_torch_attention(ours, ref)
+    ours, ref = ours_and_torchs()
     floor = products_of(bench.same_products(BATCH, N, D, torch.device("cpu")))
     tokens = BATCH * N
     assert floor == collections.Counter({((tokens, D), (D, 3 * D)): 1, ((tokens, D), (D, D)): 2,
@@ -71,9 +77,7 @@ def test_the_floor_runs_exactly_the_products_of_one_step_of_ours_and_of_torch():
 def test_minimal_attention_is_torchs_module_and_ours_with_their_gradients():
     x, lens, pad = inputs()
     torch.manual_seed(1)
-    ours = MultiHeadAttention(D, HEADS, 0.0)
-    ref = nn.MultiheadAttention(D, HEADS, bias=False, batch_first=True)
-    copy_into_torch_attention(ours, ref)
+    ours, ref = ours_and_torchs()
     packed = nn.Parameter(ref.in_proj_weight.detach().clone())
     out = nn.Parameter(ref.out_proj.weight.detach().clone())
     minimal = bench.minimal_attention(x, ~pad, packed, out, HEADS)
